@@ -1,0 +1,3 @@
+"""term2: a coding agent served over the Agent Client Protocol."""
+
+__version__ = "0.1.0"

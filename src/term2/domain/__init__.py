@@ -1,0 +1,1 @@
+"""Pure models and rules. Nothing here performs I/O or imports a framework."""

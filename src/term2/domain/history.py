@@ -1,0 +1,147 @@
+"""The ordered record a client needs to redraw a conversation.
+
+Entries are immutable snapshots. A tool call is recorded again each time its
+state changes; replay keeps the last snapshot of each id, so a process killed
+mid-call still leaves the call's last known state behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+from term2.domain.content import ContentBlock
+
+
+class ToolKind(StrEnum):
+    READ = "read"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    SEARCH = "search"
+    EXECUTE = "execute"
+    THINK = "think"
+    FETCH = "fetch"
+    OTHER = "other"
+
+
+class ToolStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (ToolStatus.COMPLETED, ToolStatus.FAILED, ToolStatus.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    path: str
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextOutput:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffOutput:
+    """A whole-file change; old_text is None when the file was created."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+    kind: Literal["diff"] = "diff"
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalOutput:
+    terminal_id: str
+    command: str
+    cwd: str
+    output: str = ""
+    exit_code: int | None = None
+    signal: str | None = None
+    kind: Literal["terminal"] = "terminal"
+
+
+ToolOutput = TextOutput | DiffOutput | TerminalOutput
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    message_id: str
+    content: tuple[ContentBlock, ...]
+    entry: Literal["user_message"] = "user_message"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMessage:
+    message_id: str
+    text: str
+    entry: Literal["agent_message"] = "agent_message"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentThought:
+    message_id: str
+    text: str
+    entry: Literal["agent_thought"] = "agent_thought"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    tool_call_id: str
+    title: str
+    kind: ToolKind
+    status: ToolStatus
+    raw_input: dict[str, object] = field(default_factory=dict)
+    content: tuple[ToolOutput, ...] = ()
+    locations: tuple[Location, ...] = ()
+    entry: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    content: str
+    priority: Literal["high", "medium", "low"] = "medium"
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    plan_id: str
+    entries: tuple[PlanEntry, ...]
+    entry: Literal["plan"] = "plan"
+
+
+HistoryEntry = UserMessage | AgentMessage | AgentThought | ToolCall | Plan
+
+
+def entry_key(entry: HistoryEntry) -> str:
+    """The identity under which later snapshots replace earlier ones."""
+    if isinstance(entry, ToolCall):
+        return f"tool:{entry.tool_call_id}"
+    if isinstance(entry, Plan):
+        return f"plan:{entry.plan_id}"
+    return f"msg:{entry.message_id}"
+
+
+def compact(entries: list[HistoryEntry]) -> list[HistoryEntry]:
+    """Keep the last snapshot of each identity, at the position it first appeared."""
+    order: dict[str, int] = {}
+    latest: list[HistoryEntry] = []
+    for entry in entries:
+        key = entry_key(entry)
+        if key in order:
+            latest[order[key]] = entry
+        else:
+            order[key] = len(latest)
+            latest.append(entry)
+    return latest

@@ -1,0 +1,49 @@
+"""How a prompt turn ends, and the rules that decide it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class StopReason(StrEnum):
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURN_REQUESTS = "max_turn_requests"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+    ERROR = "_term2_error"
+
+
+class FinishReason(StrEnum):
+    """Why one model response ended, as the provider port reports it."""
+
+    STOP = "stop"
+    TOOL_CALLS = "tool_calls"
+    LENGTH = "length"
+    CONTENT_FILTER = "content_filter"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    max_model_requests: int = 50
+
+
+def after_response(
+    finish: FinishReason, requested_tools: int, requests_made: int, limits: TurnLimits
+) -> StopReason | None:
+    """Decide whether the turn ends after one model response.
+
+    None means: run the requested tools, feed their results back and ask the
+    model again. Tool calls win over a plain stop, since some providers report
+    "stop" while still sending calls.
+    """
+    if finish is FinishReason.LENGTH:
+        return StopReason.MAX_TOKENS
+    if finish is FinishReason.CONTENT_FILTER:
+        return StopReason.REFUSAL
+    if requested_tools == 0:
+        return StopReason.END_TURN
+    if requests_made >= limits.max_model_requests:
+        return StopReason.MAX_TURN_REQUESTS
+    return None

@@ -1,0 +1,19 @@
+"""Model catalog port: which models exist, for resolving --model non-interactively."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    model_id: str  # the catalog key, e.g. "gpt-5" or "gemini/gemini-2.5-pro"
+    provider: str
+    context_window: int | None = None
+    supports_reasoning: bool = False
+    supports_tools: bool = False
+
+
+class ModelCatalog(Protocol):
+    def models(self) -> tuple[ModelInfo, ...]: ...

@@ -1,0 +1,129 @@
+"""LLM provider port: stream one completion, with tools, as a sequence of events.
+
+Adapters translate their library's exceptions into the LLMError family below at
+their boundary, so use cases never see a provider SDK type. Closing the event
+iterator (or cancelling the task consuming it) must close the underlying HTTP
+stream: a provider that keeps generating after the user cancelled keeps billing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from term2.domain.turn import FinishReason
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text exactly as the model produced it
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThoughtDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReady:
+    """A tool call whose fragments have all arrived and been reassembled."""
+
+    call: ToolCallRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    context_window: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    reason: FinishReason
+
+
+LLMEvent = TextDelta | ThoughtDelta | ToolCallReady | Usage | Finished
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """Everything an adapter needs to reach one model; built from configuration."""
+
+    model: str  # "<provider>/<model>" or a bare catalog id
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    effort: str | None = None
+    timeout_s: float = 120.0
+    context_window: int | None = None
+    supports_reasoning: bool = False
+
+
+class LLMError(Exception):
+    """Base of provider failures; `str(err)` is a message fit to show the user."""
+
+    kind = "provider_error"
+
+
+class AuthenticationFailed(LLMError):
+    kind = "authentication"
+
+
+class RateLimited(LLMError):
+    kind = "rate_limit"
+
+
+class ProviderUnreachable(LLMError):
+    kind = "connection"
+
+
+class ProviderTimeout(LLMError):
+    kind = "timeout"
+
+
+class ContextWindowExceeded(LLMError):
+    kind = "context_window"
+
+
+class BadRequest(LLMError):
+    kind = "bad_request"
+
+
+class LLMProvider(Protocol):
+    def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+        """Yield events until exactly one Finished, or raise an LLMError."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release background workers and HTTP clients; called once at shutdown."""
+        ...

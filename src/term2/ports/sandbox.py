@@ -1,0 +1,58 @@
+"""Sandbox port: run one shell command confined to a workspace root.
+
+There is deliberately no way to ask for an unconfined run. An adapter that
+cannot confine a command raises SandboxUnavailable; a confinement that failed
+to set up raises SandboxFailed. Neither is ever reported as the command's own
+result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox cannot run on this machine (no bwrap, user namespaces refused...)."""
+
+
+class SandboxFailed(Exception):
+    """The sandbox itself failed to set up; the command never started."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRequest:
+    command: str
+    root: str  # canonical workspace root, the only writable host path
+    cwd: str  # canonical folder the command starts in
+    timeout_s: float = 120.0
+    output_limit: int = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_code: int | None
+    signal: int | None
+    output: bytes  # stdout and stderr interleaved, at most output_limit bytes
+    truncated: bool
+    timed_out: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    available: bool
+    detail: str
+
+
+OutputSink = Callable[[bytes], Awaitable[None]]
+
+
+class Sandbox(Protocol):
+    async def run(self, request: CommandRequest, on_output: OutputSink | None = None) -> CommandResult:
+        """Run to completion, timeout or cancellation; a cancelled run kills the whole tree."""
+        ...
+
+    async def status(self) -> SandboxStatus:
+        """Probe whether commands can run here, and why not."""
+        ...

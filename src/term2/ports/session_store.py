@@ -1,0 +1,42 @@
+"""Session store port: sessions and their history, durable across processes.
+
+Implementations must tolerate several processes on the same store at once and
+must make each append durable before returning, so a killed process loses at
+most what was still in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from term2.domain.history import HistoryEntry
+from term2.domain.session import Session, SessionPage
+
+
+class InvalidCursor(Exception):
+    """A list cursor this store did not issue, or can no longer honour."""
+
+
+class SessionStore(Protocol):
+    async def create(self, session: Session) -> None: ...
+
+    async def get(self, session_id: str) -> Session | None: ...
+
+    async def save(self, session: Session) -> None:
+        """Persist title, state and updated_at of an existing session."""
+        ...
+
+    async def append(self, session_id: str, entry: HistoryEntry) -> None:
+        """Record one history snapshot; later snapshots of the same identity supersede it."""
+        ...
+
+    def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
+        """Yield the compacted history in order, streamed rather than loaded whole."""
+        ...
+
+    async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
+        """Newest first by updated_at; raises InvalidCursor for a forged or stale cursor."""
+        ...
+
+    async def aclose(self) -> None: ...

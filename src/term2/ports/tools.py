@@ -1,0 +1,38 @@
+"""Tool port: what the agent loop calls when the model requests a tool.
+
+A toolbox owns the whole life of a call: it checks the workspace rule, asks
+the approver, runs the tool (shell commands only through the sandbox),
+reports progress to the client and records the call in the history. The
+loop only hands over the request and feeds the returned text to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from term2.domain.history import HistoryEntry
+from term2.domain.workspace import SessionAccess
+from term2.ports.approval import Approver
+from term2.ports.llm import ToolCallRequest, ToolSpec
+from term2.ports.sandbox import Sandbox
+from term2.ports.updates import SessionEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    session_id: str
+    access: SessionAccess
+    approver: Approver
+    sandbox: Sandbox
+    emit: Callable[[SessionEvent], Awaitable[None]]
+    record: Callable[[HistoryEntry], Awaitable[None]]
+
+
+class Toolbox(Protocol):
+    def specs(self) -> tuple[ToolSpec, ...]: ...
+
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
+        """Run one call to its end and return the text the model sees as its result."""
+        ...

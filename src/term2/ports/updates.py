@@ -1,0 +1,82 @@
+"""Update sink port: what a session tells its client while it works.
+
+The events are protocol-neutral; the ACP adapter renders them as v1 or v2
+`session/update` notifications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from term2.domain.content import ContentBlock
+from term2.domain.history import Plan, ToolCall
+from term2.domain.turn import StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessageSent:
+    message_id: str
+    content: tuple[ContentBlock, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChunk:
+    message_id: str
+    text: str
+    thought: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WholeMessage:
+    """A complete message, as sent in replay."""
+
+    message_id: str
+    text: str
+    thought: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChanged:
+    call: ToolCall
+    first: bool  # True when the client has not seen this call id yet
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalChunk:
+    tool_call_id: str
+    terminal_id: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PlanChanged:
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class UsageChanged:
+    used: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateChanged:
+    state: Literal["running", "requires_action", "idle"]
+    stop_reason: StopReason | None = None
+
+
+SessionEvent = (
+    UserMessageSent
+    | MessageChunk
+    | WholeMessage
+    | ToolCallChanged
+    | TerminalChunk
+    | PlanChanged
+    | UsageChanged
+    | StateChanged
+)
+
+
+class UpdateSink(Protocol):
+    async def send(self, session_id: str, event: SessionEvent) -> None: ...
