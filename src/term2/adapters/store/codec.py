@@ -1,0 +1,107 @@
+"""JSON and column encodings for sessions and history entries.
+
+The domain stays free of pydantic: the schemas here are derived from the
+domain dataclasses by pydantic's ``TypeAdapter``, so a new field on a domain
+type is picked up without a parallel model to keep in sync.
+
+Union resolution: the top-level ``HistoryEntry`` union is explicitly
+discriminated on ``entry``. The nested unions (``ContentBlock`` on ``type``,
+``ToolOutput`` on ``kind``) are declared in the domain without a pydantic
+annotation, so pydantic resolves them in smart-union mode; because every
+variant carries its tag as a ``Literal`` field and the encoder always writes
+the tag, exactly one variant can accept a stored object, which makes the
+result the same as a tagged union (a contract test pins this down).
+
+Timestamps are stored as integer microseconds since the Unix epoch (UTC): the
+integer orders correctly in SQL, survives a round trip exactly, and decodes to
+a timezone-aware UTC ``datetime``. Naive datetimes are rejected rather than
+guessed at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Final
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from term2.domain.history import HistoryEntry
+from term2.domain.session import Session
+
+__all__ = [
+    "CodecError",
+    "decode_entry",
+    "decode_session",
+    "encode_entry",
+    "encode_session",
+    "from_micros",
+    "normalise_session",
+    "to_micros",
+]
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+_ENTRY_ADAPTER: Final[TypeAdapter[HistoryEntry]] = TypeAdapter(
+    Annotated[HistoryEntry, Field(discriminator="entry")]
+)
+_SESSION_ADAPTER: Final[TypeAdapter[Session]] = TypeAdapter(Session)
+
+
+class CodecError(ValueError):
+    """A stored document does not decode to a domain value."""
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch; raises ValueError for a naive datetime."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(
+            f"timestamps must be timezone-aware, got naive {moment.isoformat()}"
+        )
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    """The UTC datetime for an integer produced by :func:`to_micros`."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def _utc(moment: datetime) -> datetime:
+    return from_micros(to_micros(moment))
+
+
+def normalise_session(session: Session) -> Session:
+    """The session with both timestamps converted to UTC (the stored form)."""
+    return dataclasses.replace(
+        session,
+        created_at=_utc(session.created_at),
+        updated_at=_utc(session.updated_at),
+    )
+
+
+def encode_entry(entry: HistoryEntry) -> str:
+    """Compact JSON for one history snapshot, tags included."""
+    return _ENTRY_ADAPTER.dump_json(entry).decode()
+
+
+def decode_entry(document: str | bytes) -> HistoryEntry:
+    """The history snapshot stored as ``document``; raises CodecError if it is not one."""
+    try:
+        return _ENTRY_ADAPTER.validate_json(document)
+    except ValidationError as exc:
+        raise CodecError(f"stored history entry does not decode: {exc}") from exc
+
+
+def encode_session(session: Session) -> str:
+    """Compact JSON for a session, timestamps as ISO 8601 in UTC."""
+    return _SESSION_ADAPTER.dump_json(normalise_session(session)).decode()
+
+
+def decode_session(document: str | bytes) -> Session:
+    """The session stored as ``document``, with tz-aware UTC timestamps."""
+    try:
+        session = _SESSION_ADAPTER.validate_json(document)
+        return normalise_session(session)
+    except (ValidationError, ValueError) as exc:
+        raise CodecError(f"stored session does not decode: {exc}") from exc

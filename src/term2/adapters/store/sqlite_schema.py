@@ -1,0 +1,137 @@
+"""Opening and migrating the SQLite session database.
+
+Pragmas, and why:
+
+* ``journal_mode=WAL``: readers never block the writer and vice versa, so a
+  second term2 process listing sessions does not stall a running prompt, and
+  a killed writer leaves at most an uncommitted WAL tail that is ignored on
+  the next open.
+* ``synchronous=NORMAL``: in WAL mode a commit is written to the WAL before
+  ``append`` returns, so it survives the process being killed (the failure
+  the port asks us to tolerate); only an OS crash or power cut can lose the
+  last few commits, and never corrupts the file. ``FULL`` would add an fsync
+  per append, and appends are frequent (every tool-call status change).
+* ``busy_timeout`` of 10 s: concurrent processes queue behind each other's
+  short write transactions instead of failing with "database is locked".
+* ``foreign_keys=ON``: history rows cannot outlive their session.
+
+The schema version lives in ``PRAGMA user_version``; migrations run inside
+``BEGIN IMMEDIATE`` and re-read the version under the lock, so two processes
+opening a fresh file at once do not both try to create it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from pathlib import Path
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+BUSY_TIMEOUT_S: Final = 10.0
+SECRET_KEY: Final = "cursor_secret"
+
+_SCHEMA_V1: Final = (
+    """
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE sessions (
+        id         TEXT PRIMARY KEY,
+        cwd        TEXT NOT NULL,
+        title      TEXT,
+        state      TEXT NOT NULL,
+        created_at INTEGER NOT NULL,  -- microseconds since the epoch, UTC
+        updated_at INTEGER NOT NULL   -- microseconds since the epoch, UTC
+    )
+    """,
+    "CREATE INDEX sessions_by_updated ON sessions (updated_at, id)",
+    "CREATE INDEX sessions_by_cwd_updated ON sessions (cwd, updated_at, id)",
+    # seq is the rowid: assigned max+1 on insert and never reused while the
+    # newest row exists, so it orders appends within a session without a
+    # per-session counter to keep consistent across processes.
+    """
+    CREATE TABLE history (
+        seq        INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        key        TEXT NOT NULL,
+        body       TEXT NOT NULL  -- JSON, see codec.py
+    )
+    """,
+    # Covering index for compaction: (first seq, last seq) per key without
+    # touching the bodies.
+    "CREATE INDEX history_by_key ON history (session_id, key, seq)",
+)
+
+
+class SchemaTooNew(sqlite3.DatabaseError):
+    """The file was written by a newer term2 whose schema we do not know."""
+
+
+def open_database(path: Path) -> tuple[sqlite3.Connection, bytes]:
+    """Open (creating if needed) the database at ``path``; return it and the cursor secret.
+
+    Raises ``OSError`` or ``sqlite3.Error``; the caller maps them to the
+    domain's StoreUnavailable.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    existed = path.exists()
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"cannot enable WAL journal (got {mode!r})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn)
+        secret = _load_secret(conn)
+        if not existed:
+            os.chmod(path, 0o600)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, secret
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    if _user_version(conn) == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _user_version(conn)
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"schema version {version} is newer than this term2 supports ({SCHEMA_VERSION})"
+            )
+        if version == 0:
+            for statement in _SCHEMA_V1:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                (SECRET_KEY, secrets.token_bytes(32)),
+            )
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _load_secret(conn: sqlite3.Connection) -> bytes:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SECRET_KEY,)).fetchone()
+    if row is None or not isinstance(row[0], bytes) or len(row[0]) < 16:
+        raise sqlite3.DatabaseError("cursor secret missing from meta table")
+    return row[0]

@@ -1,0 +1,269 @@
+"""SQLite session store: durable, multi-process, one file per user.
+
+Concurrency inside a process: one connection guarded by a ``threading.Lock``.
+Every blocking call runs in a worker thread via ``anyio.to_thread.run_sync``
+and takes the lock for one short unit of work, so concurrent async callers
+are serialised without ever blocking the event loop, and no statement is
+left half-read while another caller uses the connection. Across processes,
+WAL mode plus ``busy_timeout`` serialise writers (see ``sqlite_schema``).
+
+Failure handling: any ``sqlite3`` or OS error is reported as the domain's
+``StoreUnavailable`` naming the file, and the connection is dropped; the next
+call reopens it, so a transient condition (full disk, a file briefly
+read-only, a locked database) does not disable the store for the rest of the
+process.
+
+History is append-only: every snapshot is a new row, committed on its own
+(autocommit), so a killed process loses at most the append in flight.
+Compaction happens on read, in two phases that keep memory bounded:
+
+1. One query over the covering index ``(session_id, key, seq)`` returns, per
+   key, the sequence number of its last snapshot ordered by the key's first
+   sequence number. Only integers are loaded, never bodies.
+2. Bodies are then fetched by rowid in batches of ``HISTORY_BATCH`` and
+   decoded and yielded one batch at a time; the lock is released between
+   batches, so a long replay does not starve other callers.
+
+A snapshot appended after phase 1 is not seen by that iteration, which is the
+same "as of the moment you asked" view the in-memory store gives.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Final, TypeVar
+
+import anyio.to_thread
+
+from term2.adapters.store.codec import (
+    CodecError,
+    decode_entry,
+    encode_entry,
+    from_micros,
+    to_micros,
+)
+from term2.adapters.store.cursor import CursorSigner, Keyset
+from term2.adapters.store.sqlite_schema import open_database
+from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
+from term2.domain.history import HistoryEntry, entry_key
+from term2.domain.session import Session, SessionPage, SessionState
+
+T = TypeVar("T")
+
+HISTORY_BATCH: Final = 200
+
+_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at"
+
+# One statement per (cwd filter?, cursor?) combination, so each can use its
+# index for both the filter and the ORDER BY instead of an "? IS NULL OR ..."
+# predicate that defeats the planner.
+_LIST_SQL: Final = {
+    (False, False): f"SELECT {_SESSION_COLUMNS} FROM sessions"
+    " ORDER BY updated_at DESC, id DESC LIMIT :limit",
+    (False, True): f"SELECT {_SESSION_COLUMNS} FROM sessions"
+    " WHERE (updated_at, id) < (:u, :i) ORDER BY updated_at DESC, id DESC LIMIT :limit",
+    (True, False): f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE cwd = :cwd"
+    " ORDER BY updated_at DESC, id DESC LIMIT :limit",
+    (True, True): f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE cwd = :cwd"
+    " AND (updated_at, id) < (:u, :i) ORDER BY updated_at DESC, id DESC LIMIT :limit",
+}
+
+_COMPACTION_PLAN_SQL: Final = (
+    "SELECT MAX(seq) FROM history WHERE session_id = ? GROUP BY key ORDER BY MIN(seq)"
+)
+
+
+def _session_from_row(row: Sequence[object]) -> Session:
+    session_id, cwd, title, state, created_at, updated_at = row
+    assert isinstance(session_id, str) and isinstance(cwd, str)
+    assert title is None or isinstance(title, str)
+    assert isinstance(state, str)
+    assert isinstance(created_at, int) and isinstance(updated_at, int)
+    return Session(
+        session_id=session_id,
+        cwd=cwd,
+        created_at=from_micros(created_at),
+        updated_at=from_micros(updated_at),
+        title=title,
+        state=SessionState(state),
+    )
+
+
+class SqliteSessionStore:
+    """A SessionStore in one SQLite file, opened lazily on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = Path(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._signer: CursorSigner | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    # -- plumbing -------------------------------------------------------
+
+    def _open_locked(self) -> tuple[sqlite3.Connection, CursorSigner]:
+        if self._conn is None or self._signer is None:
+            try:
+                conn, secret = open_database(self._path)
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreUnavailable(
+                    f"cannot open the session store at {self._path}: {exc}"
+                ) from exc
+            self._conn, self._signer = conn, CursorSigner(secret)
+        return self._conn, self._signer
+
+    def _drop_locked(self) -> None:
+        conn, self._conn, self._signer = self._conn, None, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass  # already broken; nothing more to release
+
+    def _call_locked(
+        self, action: str, work: Callable[[sqlite3.Connection, CursorSigner], T]
+    ) -> T:
+        with self._lock:
+            conn, signer = self._open_locked()
+            try:
+                return work(conn, signer)
+            except (sqlite3.Error, OSError) as exc:
+                self._drop_locked()
+                raise StoreUnavailable(
+                    f"session store at {self._path}: {action} failed: {exc}"
+                ) from exc
+            except CodecError as exc:
+                raise StoreUnavailable(
+                    f"session store at {self._path}: {action} found unreadable data: {exc}"
+                ) from exc
+
+    async def _call(
+        self, action: str, work: Callable[[sqlite3.Connection, CursorSigner], T]
+    ) -> T:
+        return await anyio.to_thread.run_sync(partial(self._call_locked, action, work))
+
+    # -- SessionStore ---------------------------------------------------
+
+    async def create(self, session: Session) -> None:
+        row = (
+            session.session_id,
+            session.cwd,
+            session.title,
+            session.state.value,
+            to_micros(session.created_at),
+            to_micros(session.updated_at),
+        )
+
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+            cursor = conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                row,
+            )
+            if cursor.rowcount == 0:
+                raise InvalidInput(f"session {session.session_id!r} already exists")
+
+        await self._call("create session", work)
+
+    async def get(self, session_id: str) -> Session | None:
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else _session_from_row(row)
+
+        return await self._call("read session", work)
+
+    async def save(self, session: Session) -> None:
+        values = (
+            session.title,
+            session.state.value,
+            to_micros(session.updated_at),
+            session.session_id,
+        )
+
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+            cursor = conn.execute(
+                "UPDATE sessions SET title = ?, state = ?, updated_at = ? WHERE id = ?",
+                values,
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"session {session.session_id!r} does not exist")
+
+        await self._call("save session", work)
+
+    async def append(self, session_id: str, entry: HistoryEntry) -> None:
+        values = (session_id, entry_key(entry), encode_entry(entry), session_id)
+
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+            # One autocommit statement: the existence check and the insert
+            # are a single committed transaction.
+            cursor = conn.execute(
+                "INSERT INTO history (session_id, key, body)"
+                " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                values,
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"session {session_id!r} does not exist")
+
+        await self._call("append history", work)
+
+    async def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
+        def plan(conn: sqlite3.Connection, _: CursorSigner) -> list[int]:
+            return [seq for (seq,) in conn.execute(_COMPACTION_PLAN_SQL, (session_id,))]
+
+        last_seqs = await self._call("read history", plan)
+        for start in range(0, len(last_seqs), HISTORY_BATCH):
+            batch = last_seqs[start : start + HISTORY_BATCH]
+            for entry in await self._call("read history", partial(_load_bodies, batch)):
+                yield entry
+
+    async def list(
+        self, cwd: str | None, cursor: str | None, limit: int
+    ) -> SessionPage:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+
+        def work(conn: sqlite3.Connection, signer: CursorSigner) -> SessionPage:
+            params: dict[str, object] = {"limit": limit + 1, "cwd": cwd}
+            if cursor is not None:
+                after = signer.open(cwd, cursor)
+                params.update(u=after.updated_at_us, i=after.session_id)
+            sql = _LIST_SQL[(cwd is not None, cursor is not None)]
+            rows = conn.execute(sql, params).fetchall()
+            page = tuple(_session_from_row(row) for row in rows[:limit])
+            next_cursor = None
+            if len(rows) > limit:
+                _, _, _, _, _, updated_at = rows[limit - 1]
+                next_cursor = signer.issue(cwd, Keyset(updated_at, page[-1].session_id))
+            return SessionPage(sessions=page, next_cursor=next_cursor)
+
+        return await self._call("list sessions", work)
+
+    async def aclose(self) -> None:
+        """Close the connection; a later call would reopen it."""
+
+        def close() -> None:
+            with self._lock:
+                self._drop_locked()
+
+        await anyio.to_thread.run_sync(close)
+
+
+def _load_bodies(
+    seqs: list[int], conn: sqlite3.Connection, _: CursorSigner
+) -> list[HistoryEntry]:
+    placeholders = ",".join("?" * len(seqs))
+    bodies = dict(
+        conn.execute(
+            f"SELECT seq, body FROM history WHERE seq IN ({placeholders})", seqs
+        )
+    )
+    return [decode_entry(bodies[seq]) for seq in seqs if seq in bodies]
