@@ -1,0 +1,74 @@
+"""What a tool is, as the toolbox sees it.
+
+A tool is split in two steps so that nothing runs before it is allowed to:
+`prepare` validates the arguments and resolves paths without touching the
+filesystem's contents, and returns an Invocation that names the access it
+needs; only after the toolbox has checked the workspace rule (and asked the
+user if needed) does it call the invocation's `run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from term2.app.tools.args import Arguments
+from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.workspace import Access
+from term2.ports.approval import CommandSubject
+from term2.ports.llm import ToolSpec
+from term2.ports.tools import ToolContext
+
+
+class ToolFailed(Exception):
+    """The tool ran but could not do its job; the message is meant for the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run ended: the model's text, the client's content, and success."""
+
+    text: str
+    content: tuple[ToolOutput, ...] = ()
+    failed: bool = False
+    locations: tuple[Location, ...] | None = None  # None keeps the prepared ones
+
+    @staticmethod
+    def text_only(text: str) -> Outcome:
+        return Outcome(text, (TextOutput(text),))
+
+    @staticmethod
+    def failure(text: str) -> Outcome:
+        return Outcome(text, (TextOutput(text),), failed=True)
+
+
+Runner = Callable[[ToolContext, str], Awaitable[Outcome]]  # (ctx, tool_call_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """A validated call, ready for the approval decision and then to run."""
+
+    title: str
+    access: Access
+    target: str  # canonical path the workspace rule judges
+    grant_folder: str  # folder an allow-folder answer covers
+    locations: tuple[Location, ...]
+    run: Runner
+    command: CommandSubject | None = None
+    content_on_start: Callable[[str], tuple[ToolOutput, ...]] = lambda _call_id: ()
+
+
+class Tool(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> ToolKind: ...
+
+    def spec(self) -> ToolSpec: ...
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        """Validate `args` (raising ArgumentError) without reading or writing files."""
+        ...

@@ -1,0 +1,209 @@
+"""write_file and edit_file: change files in the workspace.
+
+Writes go to the canonical path that the workspace rule judged, never to the
+raw path the model wrote, so a symlink cannot redirect an approved write.
+edit_file is an exact, unique string replacement: a match that is missing or
+ambiguous is refused with a message that tells the model how to fix the call,
+because guessing which occurrence was meant silently corrupts code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+
+import anyio.to_thread
+
+from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
+from term2.app.tools.base import Invocation, Outcome, Runner, ToolFailed
+from term2.app.tools.files import file_is_binary, require_file
+from term2.app.tools.paths import resolve
+from term2.domain.diff import change_summary, git_patch
+from term2.domain.history import DiffOutput, Location, ToolKind
+from term2.domain.workspace import Access
+from term2.ports.llm import ToolSpec
+from term2.ports.tools import ToolContext
+
+PATCH_LIMIT = 8 * 1024  # patch text echoed back to the model
+
+
+def _edit_invocation(title: str, path: str, runner: Runner) -> Invocation:
+    return Invocation(
+        title=title,
+        access=Access.EDIT,
+        target=path,
+        grant_folder=os.path.dirname(path),
+        locations=(Location(path),),
+        run=runner,
+    )
+
+
+def _read_existing(path: str) -> str | None:
+    """The current text of `path`, None if absent; refuse what cannot round-trip."""
+    if not os.path.exists(path):
+        return None
+    require_file(path)
+    if file_is_binary(path):
+        raise ToolFailed(f"{path} is a binary file; it cannot be edited as text")
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailed(
+            f"{path} is not valid UTF-8; it cannot be edited as text"
+        ) from None
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+
+
+def _report(path: str, old: str | None, new: str, verb: str) -> str:
+    added, removed = change_summary(old, new)
+    patch = git_patch(path, old, new)
+    if len(patch) > PATCH_LIMIT:
+        patch = patch[:PATCH_LIMIT] + "\n[patch truncated]\n"
+    summary = f"{verb} {path} (+{added} -{removed})\n"
+    return summary + patch if patch else summary + "(no change)\n"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFile:
+    name: str = "write_file"
+    kind: ToolKind = ToolKind.EDIT
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Create a file, or overwrite it entirely, with the given UTF-8 text. Missing parent "
+                "folders are created. Prefer edit_file for changing part of an existing file."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to write."},
+                    "content": {
+                        "type": "string",
+                        "description": "The complete new content.",
+                    },
+                },
+                "required": ["path", "content"],
+                "additionalProperties": False,
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        path = resolve(root, required_str(args, "path"))
+        content = required_str(args, "content", allow_empty=True)
+        return _edit_invocation(
+            f"Write {path}", path, partial(self._run, path, content)
+        )
+
+    async def _run(
+        self, path: str, content: str, ctx: ToolContext, call_id: str
+    ) -> Outcome:
+        return await anyio.to_thread.run_sync(partial(write_file, path, content))
+
+
+def write_file(path: str, content: str) -> Outcome:
+    old = _read_existing(path)
+    _write(path, content)
+    verb = "Created" if old is None else "Overwrote"
+    return Outcome(_report(path, old, content, verb), (DiffOutput(path, old, content),))
+
+
+@dataclass(frozen=True, slots=True)
+class EditFile:
+    name: str = "edit_file"
+    kind: ToolKind = ToolKind.EDIT
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Replace an exact string in an existing file. old_string must match the file's text "
+                "exactly (whitespace included, without read_file's line-number prefixes) and exactly "
+                "once, unless replace_all is true. Include surrounding lines to make it unique."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to edit."},
+                    "old_string": {
+                        "type": "string",
+                        "description": "Exact text to replace.",
+                    },
+                    "new_string": {
+                        "type": "string",
+                        "description": "Replacement text.",
+                    },
+                    "replace_all": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence.",
+                    },
+                },
+                "required": ["path", "old_string", "new_string"],
+                "additionalProperties": False,
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        path = resolve(root, required_str(args, "path"))
+        old_string = required_str(args, "old_string")
+        new_string = required_str(args, "new_string", allow_empty=True)
+        if old_string == new_string:
+            raise ArgumentError(
+                "old_string and new_string are identical; there is nothing to change"
+            )
+        replace_all = optional_bool(args, "replace_all")
+        runner = partial(self._run, path, old_string, new_string, replace_all)
+        return _edit_invocation(f"Edit {path}", path, runner)
+
+    async def _run(
+        self,
+        path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool,
+        ctx: ToolContext,
+        call_id: str,
+    ) -> Outcome:
+        return await anyio.to_thread.run_sync(
+            partial(edit_file, path, old_string, new_string, replace_all)
+        )
+
+
+def edit_file(
+    path: str, old_string: str, new_string: str, replace_all: bool
+) -> Outcome:
+    old = _read_existing(path)
+    if old is None:
+        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
+    count = old.count(old_string)
+    if count == 0:
+        raise ToolFailed(
+            f"old_string was not found in {path}; read the file and copy the text exactly"
+        )
+    if count > 1 and not replace_all:
+        raise ToolFailed(
+            f"old_string matches {count} times in {path}; include more surrounding context to make "
+            "it unique, or set replace_all to true"
+        )
+    new = (
+        old.replace(old_string, new_string)
+        if replace_all
+        else old.replace(old_string, new_string, 1)
+    )
+    _write(path, new)
+    line = old.count("\n", 0, old.index(old_string)) + 1
+    verb = f"Edited ({count} replacements)" if count > 1 else "Edited"
+    return Outcome(
+        _report(path, old, new, verb),
+        (DiffOutput(path, old, new),),
+        locations=(Location(path, line),),
+    )

@@ -1,0 +1,95 @@
+"""Decide whether a prepared call may run: the workspace rule, then the user.
+
+Fail closed: the call runs only when the rule needs no approval, or the
+approver returns an allow choice that was actually offered. Anything else,
+including an approver that raises, is a denial. An allow-always answer is
+recorded as a session grant keyed to the file or folder, so that later calls
+inside it (in this prompt or later ones) are not asked again; the live
+workspace is read from the session on every call for that reason.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from term2.app.tools.base import Invocation
+from term2.domain.approval import (
+    PERMISSION_KINDS,
+    OptionKind,
+    is_allow,
+    offered_options,
+)
+from term2.domain.history import ToolCall
+from term2.domain.workspace import Access
+from term2.ports.approval import ApprovalRequest, DenialReason
+from term2.ports.tools import ToolContext
+
+log = logging.getLogger(__name__)
+
+DENIAL_TEXT: dict[DenialReason, str] = {
+    "rejected": "The user rejected this call",
+    "cancelled": "The approval request was cancelled",
+    "unknown_option": "The client answered with an option that was not offered",
+    "malformed": "The client's answer to the approval request was malformed",
+    "disconnected": "The client disconnected before answering the approval request",
+    "stale": "The approval request became stale before it was answered",
+    "no_interaction": "No client can answer approval requests for this session",
+}
+
+VERBS = {Access.READ: "reading", Access.EDIT: "editing", Access.EXECUTE: "running"}
+
+
+def approval_title(invocation: Invocation) -> str:
+    if invocation.command is not None:
+        return (
+            f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
+        )
+    return f"Allow {VERBS[invocation.access]} {invocation.target}?"
+
+
+def approval_description(invocation: Invocation, root: str) -> str:
+    if invocation.access is Access.EXECUTE:
+        return f"The command runs in the sandbox; only {root} is writable."
+    return f"{invocation.target} is outside the workspace root {root}."
+
+
+async def authorize(
+    invocation: Invocation, pending: ToolCall, ctx: ToolContext
+) -> DenialReason | None:
+    """None when the call may run, otherwise why it may not."""
+    workspace = ctx.access.workspace
+    if not workspace.needs_approval(invocation.access, invocation.target):
+        return None
+    options = offered_options(workspace.choices_for(invocation.access))
+    request = ApprovalRequest(
+        session_id=ctx.session_id,
+        tool_call=pending,
+        title=approval_title(invocation),
+        description=approval_description(invocation, workspace.root),
+        options=options,
+        command=invocation.command,
+    )
+    try:
+        decision = await ctx.approver.request(request)
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception:
+        log.exception("approver failed; denying the call")
+        return "disconnected"
+    choice = decision.choice
+    offered = {option.choice for option in options}
+    if choice is not None and choice in offered and is_allow(choice):
+        if PERMISSION_KINDS[choice] is OptionKind.ALLOW_ALWAYS:
+            ctx.access.grant(choice, invocation.target, invocation.grant_folder)
+        return None
+    if decision.denial is not None:
+        return decision.denial
+    if choice is not None and choice not in offered:
+        return "unknown_option"
+    return "rejected"
+
+
+def denial_message(reason: DenialReason) -> str:
+    return f"{DENIAL_TEXT.get(reason, 'The call was denied')} ({reason}); the tool did not run."

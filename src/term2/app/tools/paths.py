@@ -1,0 +1,56 @@
+"""Turn a model-supplied path into the canonical path every decision is made on.
+
+The workspace rule compares canonical paths only, so resolution must follow
+symlinks and `..` to where they really land *before* any decision: a link
+inside the root that points at /etc is judged as /etc, and a path outside
+the root that leads back in is judged as inside.
+"""
+
+from __future__ import annotations
+
+import os
+
+from term2.app.tools.args import ArgumentError
+from term2.domain.workspace import is_within
+
+
+def canonical_root(root: str) -> str:
+    return os.path.realpath(root)
+
+
+def resolve(root: str, raw: str) -> str:
+    """Resolve `raw` against the workspace root and canonicalize it.
+
+    Relative paths are relative to the root (never to the process's own cwd).
+    `~` is not expanded: the model gets exactly the path it wrote. For a path
+    that does not exist yet, its nearest existing parent is canonicalized and
+    the remaining components are appended, which is what a later create
+    would actually touch.
+    """
+    if not raw:
+        raise ArgumentError("path must not be empty")
+    if "\x00" in raw:
+        raise ArgumentError("path must not contain NUL characters")
+    base = canonical_root(root)
+    candidate = raw if os.path.isabs(raw) else os.path.join(base, raw)
+    if os.path.lexists(candidate):
+        return os.path.realpath(candidate)
+    parent, name = os.path.split(candidate.rstrip("/") or "/")
+    if name in ("", ".", ".."):
+        return os.path.realpath(candidate)
+    return os.path.join(resolve(base, parent) if parent else base, name)
+
+
+def folder_of(resolved: str) -> str:
+    """The folder a folder-scoped grant covers: the path itself if a directory."""
+    return resolved if os.path.isdir(resolved) else os.path.dirname(resolved)
+
+
+def display(path: str, root: str) -> str:
+    """A short form for the model: relative inside the root, absolute outside."""
+    base = canonical_root(root)
+    if path == base:
+        return "."
+    if is_within(path, base):
+        return os.path.relpath(path, base)
+    return path

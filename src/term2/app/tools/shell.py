@@ -1,0 +1,182 @@
+"""run_shell: run one command, always inside the sandbox.
+
+There is no unconfined path: the Sandbox port cannot express one, a model
+asking for `sandbox: "unsandboxed"` is silently given the sandboxed default,
+and when the sandbox is unavailable the call fails rather than falling back.
+Output streams to the client as it arrives; the model gets the exit status
+and the output capped (head and tail kept, the middle marked as cut), since
+the end of a build log is usually where the error is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from functools import partial
+
+from term2.app.tools.args import (
+    ArgumentError,
+    Arguments,
+    optional_number,
+    optional_str,
+    required_str,
+)
+from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.paths import resolve
+from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
+from term2.domain.workspace import Access
+from term2.ports.approval import CommandSubject
+from term2.ports.llm import ToolSpec
+from term2.ports.sandbox import (
+    CommandRequest,
+    CommandResult,
+    SandboxFailed,
+    SandboxUnavailable,
+)
+from term2.ports.tools import ToolContext
+from term2.ports.updates import TerminalChunk
+
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+SANDBOX_OUTPUT_LIMIT = 256 * 1024
+MODEL_OUTPUT_LIMIT = 30_000  # characters
+TITLE_LIMIT = 80
+
+
+def terminal_id_for(call_id: str) -> str:
+    return f"term_{call_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunShell:
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    max_timeout_s: float = MAX_TIMEOUT_S
+    name: str = "run_shell"
+    kind: ToolKind = ToolKind.EXECUTE
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Run a shell command (bash -c) in a sandbox: only the workspace root is writable and "
+                "there is no way to run outside the sandbox. Returns the exit code and the combined "
+                f"stdout/stderr (long output is cut in the middle). Default timeout "
+                f"{self.default_timeout_s:g} s, at most {self.max_timeout_s:g} s."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The command line to run.",
+                    },
+                    "cwd": {
+                        "type": "string",
+                        "description": "Folder to run in; defaults to the workspace root.",
+                    },
+                    "timeout": {"type": "number", "description": "Timeout in seconds."},
+                },
+                "required": ["command"],
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        command = required_str(args, "command")
+        if not command.strip():
+            raise ArgumentError("argument 'command' must not be blank")
+        cwd = resolve(root, optional_str(args, "cwd") or ".")
+        timeout = min(
+            optional_number(args, "timeout") or self.default_timeout_s,
+            self.max_timeout_s,
+        )
+        # args.get("sandbox") is deliberately never read: "unsandboxed" is downgraded.
+        title = (
+            command if len(command) <= TITLE_LIMIT else command[: TITLE_LIMIT - 1] + "…"
+        )
+        return Invocation(
+            title=f"Run `{title}`",
+            access=Access.EXECUTE,
+            target=cwd,
+            grant_folder=cwd,
+            locations=(Location(cwd),),
+            run=partial(self._run, command, cwd, timeout),
+            command=CommandSubject(command, cwd),
+            content_on_start=partial(_empty_terminal, command, cwd),
+        )
+
+    async def _run(
+        self, command: str, cwd: str, timeout: float, ctx: ToolContext, call_id: str
+    ) -> Outcome:
+        if not os.path.isdir(cwd):
+            raise ToolFailed(f"cwd {cwd} is not an existing folder")
+        terminal_id = terminal_id_for(call_id)
+
+        async def forward(data: bytes) -> None:
+            await ctx.emit(TerminalChunk(call_id, terminal_id, data))
+
+        request = CommandRequest(
+            command=command,
+            root=ctx.access.workspace.root,
+            cwd=cwd,
+            timeout_s=timeout,
+            output_limit=SANDBOX_OUTPUT_LIMIT,
+        )
+        try:
+            result = await ctx.sandbox.run(request, forward)
+        except SandboxUnavailable as err:
+            raise ToolFailed(
+                f"The sandbox is unavailable, so the command did not run: {err}"
+            ) from None
+        except SandboxFailed as err:
+            raise ToolFailed(
+                f"The sandbox failed to start, so the command did not run: {err}"
+            ) from None
+        return shell_outcome(command, cwd, terminal_id, result, timeout)
+
+
+def _empty_terminal(command: str, cwd: str, call_id: str) -> tuple[ToolOutput, ...]:
+    """Shown while the command runs, so the client can attach the streamed chunks."""
+    return (TerminalOutput(terminal_id_for(call_id), command, cwd),)
+
+
+def shell_outcome(
+    command: str, cwd: str, terminal_id: str, result: CommandResult, timeout: float
+) -> Outcome:
+    output = cap_output(result.output.decode("utf-8", errors="replace"))
+    if result.truncated:
+        output += (
+            f"\n[output truncated by the sandbox after {SANDBOX_OUTPUT_LIMIT} bytes]"
+        )
+    signal_name = _signal_name(result.signal)
+    if result.timed_out:
+        status = f"Timed out after {timeout:g} s and was killed."
+    elif signal_name is not None:
+        status = f"Killed by signal {signal_name}."
+    else:
+        status = f"Exit code: {result.exit_code}"
+    text = f"{status}\n{output}" if output else f"{status}\n(no output)"
+    terminal = TerminalOutput(
+        terminal_id, command, cwd, output, result.exit_code, signal_name
+    )
+    failed = result.timed_out or result.exit_code != 0
+    return Outcome(text, (terminal,), failed=failed)
+
+
+def cap_output(text: str, limit: int = MODEL_OUTPUT_LIMIT) -> str:
+    """Keep the first third and the last two thirds of `limit`, marking the cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters of output cut ...]\n{text[-tail:]}"
+
+
+def _signal_name(number: int | None) -> str | None:
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

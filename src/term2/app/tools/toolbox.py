@@ -1,0 +1,120 @@
+"""WorkspaceToolbox: the Toolbox port over the built-in workspace tools.
+
+`execute` owns a call from start to end and never lets an ordinary error out:
+the model always gets a text result, and the client always sees the call end
+in a final status. The order is fixed: parse the arguments, announce the call
+as pending, apply the workspace rule and ask the user if needed, mark it in
+progress, run it, and report completed or failed. A cancelled task still
+records and emits `cancelled` (shielded) before the cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import anyio
+
+from term2.app.tools.args import ArgumentError, parse_arguments
+from term2.app.tools.base import Outcome, Runner, Tool, ToolFailed
+from term2.app.tools.edit import EditFile, WriteFile
+from term2.app.tools.gate import authorize, denial_message
+from term2.app.tools.lifecycle import CallTracker
+from term2.app.tools.listing import Glob, ListDir
+from term2.app.tools.paths import canonical_root
+from term2.app.tools.read import ReadFile
+from term2.app.tools.search import Grep
+from term2.app.tools.shell import RunShell
+from term2.domain.history import ToolKind, ToolStatus
+from term2.ports.llm import ToolCallRequest, ToolSpec
+from term2.ports.tools import ToolContext
+
+log = logging.getLogger(__name__)
+
+
+def default_tools() -> tuple[Tool, ...]:
+    return (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
+
+
+class WorkspaceToolbox:
+    """Runs the given tools (by default every built-in one) against a session's workspace."""
+
+    def __init__(self, tools: Iterable[Tool] | None = None) -> None:
+        chosen = tuple(tools) if tools is not None else default_tools()
+        self._tools: dict[str, Tool] = {tool.name: tool for tool in chosen}
+        if len(self._tools) != len(chosen):
+            raise ValueError("tool names must be unique")
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(tool.spec() for tool in self._tools.values())
+
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
+        tracker = CallTracker(call.call_id, ctx)
+        try:
+            return await self._execute(call, ctx, tracker)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await tracker.cancelled(call.name)
+            raise
+
+    async def _execute(
+        self, call: ToolCallRequest, ctx: ToolContext, tracker: CallTracker
+    ) -> str:
+        tool = self._tools.get(call.name)
+        kind = tool.kind if tool is not None else ToolKind.OTHER
+        try:
+            args = parse_arguments(call.arguments)
+        except ArgumentError as err:
+            await tracker.start(call.name, kind, {"arguments": call.arguments})
+            return await tracker.fail(
+                f"Error: invalid arguments for {call.name}: {err}"
+            )
+        if tool is None:
+            await tracker.start(call.name, kind, args)
+            known = ", ".join(sorted(self._tools))
+            return await tracker.fail(
+                f"Error: there is no tool named {call.name!r}; available tools: {known}"
+            )
+        root = canonical_root(ctx.access.workspace.root)
+        try:
+            invocation = tool.prepare(args, root)
+        except ArgumentError as err:
+            await tracker.start(tool.name, kind, args)
+            return await tracker.fail(
+                f"Error: invalid arguments for {tool.name}: {err}"
+            )
+
+        pending = await tracker.start(
+            invocation.title, kind, args, invocation.locations
+        )
+        denial = await authorize(invocation, pending, ctx)
+        if denial is not None:
+            status = (
+                ToolStatus.CANCELLED if denial == "cancelled" else ToolStatus.FAILED
+            )
+            return await tracker.fail(denial_message(denial), status)
+
+        await tracker.progress(invocation.content_on_start(call.call_id))
+        outcome = await self._run(tool, invocation.run, ctx, call.call_id)
+        status = ToolStatus.FAILED if outcome.failed else ToolStatus.COMPLETED
+        await tracker.finish(status, outcome.content, outcome.locations)
+        return outcome.text
+
+    @staticmethod
+    async def _run(tool: Tool, run: Runner, ctx: ToolContext, call_id: str) -> Outcome:
+        """Run the tool; any ordinary exception becomes a failed outcome for the model."""
+        try:
+            return await run(ctx, call_id)
+        except ToolFailed as err:
+            return Outcome.failure(f"Error: {err}")
+        except OSError as err:
+            return Outcome.failure(f"Error: {tool.name} failed: {_os_message(err)}")
+        except Exception as err:
+            log.exception("tool %s raised", tool.name)
+            return Outcome.failure(f"Error: {tool.name} failed unexpectedly: {err}")
+
+
+def _os_message(err: OSError) -> str:
+    if err.strerror is None:
+        return str(err)
+    return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
