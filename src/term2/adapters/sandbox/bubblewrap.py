@@ -1,0 +1,309 @@
+"""BubblewrapSandbox: the Sandbox port on Linux, confining commands with bwrap.
+
+Design (ADR 0005): the workspace root is the only writable host path; the host
+filesystem is read-only; network, IPC, pid, uts and cgroup namespaces are
+private; capabilities are dropped and nested user namespaces refused; a
+seccomp deny-list closes the kernel surface; the environment is an allow-list.
+A root agent never gives the sandbox host root for a workspace it does not
+own: bwrap is started as the workspace owner. There is no unsandboxed
+fallback: if the probe fails, ``run`` raises SandboxUnavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import tempfile
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+
+from term2.adapters.sandbox import seccomp
+from term2.adapters.sandbox.environment import sandbox_environment
+from term2.adapters.sandbox.footholds import (
+    MaskMaterial,
+    plan_protection,
+    remove_ghosts,
+    secret_masks,
+    strip_setid_bits,
+)
+from term2.adapters.sandbox.invocation import (
+    BWRAP,
+    Identity,
+    Limits,
+    build_argv,
+    identity_for,
+)
+from term2.adapters.sandbox.preflight import check_host
+from term2.adapters.sandbox.process import SandboxProcess
+from term2.adapters.sandbox.spawner import spawn
+from term2.ports.sandbox import (
+    CommandRequest,
+    CommandResult,
+    OutputSink,
+    SandboxFailed,
+    SandboxStatus,
+    SandboxUnavailable,
+)
+
+_log = structlog.get_logger(__name__)
+
+# How long to wait for bwrap to go away after SIGKILL before giving up on it.
+KILL_GRACE_S = 5.0
+PROBE_TIMEOUT_S = 15.0
+
+
+@dataclass(slots=True)
+class _RootUse:
+    active: int = 0
+    ghosts: list[str] = field(default_factory=list)
+
+
+class BubblewrapSandbox:
+    """Run commands under ``/usr/bin/bwrap``; see the module docstring.
+
+    ``bwrap`` exists for tests of the availability checks; it must be an
+    absolute path and passes the same ownership checks. PATH is never searched.
+    """
+
+    def __init__(self, *, limits: Limits | None = None, bwrap: str = BWRAP) -> None:
+        self._limits = limits or Limits()
+        self._bwrap = bwrap
+        self._available: SandboxStatus | None = None
+        self._masks: MaskMaterial | None = None
+        self._roots: dict[str, _RootUse] = {}
+
+    # -- status -------------------------------------------------------------
+
+    async def status(self) -> SandboxStatus:
+        """Check the host, then run the production argv with ``true``.
+
+        A positive answer is cached for the adapter's life; a negative one is
+        re-probed on every call (the host may be fixed without a restart).
+        """
+        if self._available is not None:
+            return self._available
+        problem = await check_host(self._bwrap)
+        if problem is not None:
+            return SandboxStatus(available=False, detail=problem)
+        probe_root = tempfile.mkdtemp(prefix="term2-probe-")
+        try:
+            request = CommandRequest(
+                command="true",
+                root=probe_root,
+                cwd=probe_root,
+                timeout_s=PROBE_TIMEOUT_S,
+            )
+            result = await self._run(request, None)
+        except SandboxFailed as exc:
+            return SandboxStatus(available=False, detail=f"bwrap probe failed: {exc}")
+        finally:
+            os.rmdir(probe_root)
+        if result.exit_code != 0:
+            detail = (
+                result.output.decode(errors="replace").strip()
+                or f"exit {result.exit_code}"
+            )
+            return SandboxStatus(
+                available=False, detail=f"bwrap probe failed: {detail}"
+            )
+        self._available = SandboxStatus(
+            available=True, detail=f"bubblewrap at {self._bwrap}"
+        )
+        return self._available
+
+    # -- run ----------------------------------------------------------------
+
+    async def run(
+        self, request: CommandRequest, on_output: OutputSink | None = None
+    ) -> CommandResult:
+        """Run ``request.command`` confined to ``request.root``.
+
+        Output is capped at ``output_limit`` bytes; past it the tree is killed
+        and ``truncated`` is set. No marker is appended: the bytes returned are
+        exactly what the command wrote, and the caller renders the marker.
+        """
+        status = await self.status()
+        if not status.available:
+            raise SandboxUnavailable(status.detail)
+        return await self._run(request, on_output)
+
+    async def _run(
+        self, request: CommandRequest, on_output: OutputSink | None
+    ) -> CommandResult:
+        root, cwd = _validated(request)
+        root_stat = os.stat(root)
+        identity = identity_for(root_stat.st_uid, root_stat.st_gid)
+        async with self._using(root) as use:
+            plan = plan_protection(root, self._mask_material())
+            use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
+            return await self._supervise(
+                request, root, cwd, identity, plan.args, on_output
+            )
+
+    async def _supervise(
+        self,
+        request: CommandRequest,
+        root: str,
+        cwd: str,
+        identity: Identity,
+        protection: list[str],
+        on_output: OutputSink | None,
+    ) -> CommandResult:
+        masks = self._mask_material()
+        output_r, output_w = os.pipe()
+        status_r, status_w = os.pipe()
+        seccomp_fd = seccomp.open_filter_fd()
+        argv = build_argv(
+            bwrap=self._bwrap,
+            limits=self._limits,
+            identity=identity,
+            root=root,
+            cwd=cwd,
+            command=request.command,
+            status_fd=status_w,
+            seccomp_fd=seccomp_fd,
+            host_masks=secret_masks(masks) if identity.host_root else [],
+            protection=protection,
+        )
+        try:
+            proc = await spawn(
+                argv,
+                env=sandbox_environment(root),
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=output_w,
+                stderr=output_w,
+                close_fds=True,
+                pass_fds=(status_w, seccomp_fd),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (output_r, status_r):
+                os.close(fd)
+            raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+        finally:
+            for fd in (output_w, status_w, seccomp_fd):
+                os.close(fd)
+        box = SandboxProcess(proc, output_r, status_r)
+        timed_out = False
+        try:
+            with anyio.move_on_after(request.timeout_s) as deadline:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(box.pump_status)
+                    await box.pump_output(request.output_limit, on_output)
+                await box.wait()
+            timed_out = deadline.cancelled_caught
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _finish(box)
+        return _result(box, timed_out, identity)
+
+    # -- helpers --------------------------------------------------------------
+
+    def _mask_material(self) -> MaskMaterial:
+        if self._masks is None:
+            self._masks = MaskMaterial.create()
+            weakref.finalize(self, self._masks.remove)
+        return self._masks
+
+    @asynccontextmanager
+    async def _using(self, root: str) -> AsyncIterator[_RootUse]:
+        """Count runs per root; clean the root up after each, ghosts after the last."""
+        use = self._roots.setdefault(root, _RootUse())
+        use.active += 1
+        try:
+            yield use
+        finally:
+            with anyio.CancelScope(shield=True):
+                changed = await anyio.to_thread.run_sync(strip_setid_bits, root)
+                if changed:
+                    _log.warning(
+                        "sandbox.setid_stripped", root=root, paths=changed[:20]
+                    )
+                use.active -= 1
+                if use.active == 0:
+                    remove_ghosts(use.ghosts)
+                    del self._roots[root]
+
+
+async def _finish(box: SandboxProcess) -> None:
+    """Make sure nothing of the run survives, then release its fds."""
+    if box.reap_if_done() is None:
+        box.kill()
+        with anyio.move_on_after(KILL_GRACE_S):
+            await box.wait()
+    else:
+        box.kill()  # bwrap is gone; its namespace init must be too
+    if box.reap_if_done() is None:
+        _log.error("sandbox.unkillable", pid=box.proc.pid)
+    box.close()
+
+
+def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> CommandResult:
+    output = bytes(box.output)
+    if timed_out:
+        return CommandResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            output=output,
+            truncated=box.truncated,
+            timed_out=True,
+        )
+    code = box.exit_code
+    if code is not None:
+        return CommandResult(
+            exit_code=code,
+            signal=None,
+            output=output,
+            truncated=box.truncated,
+            timed_out=False,
+        )
+    if box.truncated:  # we killed it for flooding before it could report
+        return CommandResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            output=output,
+            truncated=True,
+            timed_out=False,
+        )
+    message = (
+        output.decode(errors="replace").strip()[-2000:]
+        or f"bwrap exited {box.proc.returncode}"
+    )
+    if identity.drop_to is not None:
+        message += (
+            f" (bwrap ran as uid {identity.drop_to[0]}, the workspace owner; every directory "
+            "above the workspace must be searchable by that user)"
+        )
+    raise SandboxFailed(f"the sandbox could not start the command: {message}")
+
+
+def _validated(request: CommandRequest) -> tuple[str, str]:
+    """Canonical root and cwd, or SandboxFailed: a bad root is never bound."""
+    root, cwd = request.root, request.cwd
+    for name, path in (("root", root), ("cwd", cwd)):
+        if not os.path.isabs(path) or os.path.realpath(path) != path:
+            raise SandboxFailed(
+                f"workspace {name} {path!r} is not a canonical absolute path"
+            )
+        try:
+            if not stat.S_ISDIR(os.stat(path).st_mode):
+                raise SandboxFailed(f"workspace {name} {path!r} is not a directory")
+        except FileNotFoundError as exc:
+            raise SandboxFailed(f"workspace {name} {path!r} does not exist") from exc
+    if (
+        root == "/"
+        or root == os.path.realpath(os.path.expanduser("~"))
+        or root in {"/usr", "/etc", "/bin", "/lib", "/proc", "/sys", "/dev", "/boot"}
+    ):
+        raise SandboxFailed(f"refusing to make {root!r} writable")
+    if cwd != root and not cwd.startswith(root + "/"):
+        raise SandboxFailed(f"cwd {cwd!r} is outside the workspace root {root!r}")
+    return root, cwd

@@ -1,0 +1,254 @@
+"""Protected paths inside the writable root, and the host-side clean-up after a run.
+
+The workspace root is writable, but a few things in it are run or read by the
+*host* later and so are footholds for persistence or theft:
+
+* ``.git``: a planted hook or ``core.fsmonitor``/``core.pager`` in
+  ``.git/config`` runs on the developer's next git command. Protecting only
+  ``hooks`` and ``config`` is bypassed by renaming ``.git``, so ``.git`` itself
+  becomes a mount point (rename gives EBUSY) and ``hooks``/``config`` are
+  read-only inside it. Without a ``.git``, its creation is blocked (``git init``
+  + hook would otherwise work) with a read-only empty directory.
+* ``.env`` / ``.env.*`` files (a depth-limited scan): masked with an empty,
+  unreadable file, so secrets the developer keeps there are not read.
+
+bwrap creates missing mount points on the host ("ghosts"); they are recorded
+here and removed once no run on that root is active any more.
+
+Residual (documented in ADR 0005): submodule and worktree metadata
+(``.git/modules/*/hooks``), ``.env`` files deeper than the scan, and
+directories named ``.env`` (virtualenvs) are not protected.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from term2.ports.sandbox import SandboxFailed
+
+ENV_SCAN_DEPTH = 3
+ENV_SCAN_MAX_ENTRIES = 50_000
+_SETID = stat.S_ISUID | stat.S_ISGID
+
+
+@dataclass(frozen=True, slots=True)
+class MaskMaterial:
+    """Host-side sources for masks: an empty mode-000 file and an empty read-only dir.
+
+    They live in a fresh directory under /tmp, which every sandbox covers with its
+    own tmpfs, so a command can never reach (and chmod) the source inode.
+    """
+
+    file: str
+    directory: str
+
+    @classmethod
+    def create(cls) -> MaskMaterial:
+        base = tempfile.mkdtemp(prefix="term2-sandbox-", dir="/tmp")
+        os.chmod(
+            base, 0o711
+        )  # bwrap may run as the workspace owner and must reach these
+        file = os.path.join(base, "mask")
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o000)
+        os.close(fd)
+        os.chmod(file, 0o000)
+        directory = os.path.join(base, "empty")
+        os.mkdir(directory)
+        os.chmod(directory, 0o555)
+        return cls(file=file, directory=directory)
+
+    def remove(self) -> None:
+        base = os.path.dirname(self.file)
+        for path, remover in (
+            (self.file, os.unlink),
+            (self.directory, os.rmdir),
+            (base, os.rmdir),
+        ):
+            try:
+                remover(path)
+            except OSError:
+                pass
+
+
+@dataclass(slots=True)
+class ProtectionPlan:
+    """bwrap arguments to append after ``--bind root root``, and the ghosts they create."""
+
+    args: list[str] = field(default_factory=list)
+    ghosts: list[str] = field(default_factory=list)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _refuse_symlink(path: str, st: os.stat_result | None) -> None:
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise SandboxFailed(
+            f"refusing to run: protected path {path} is a symlink; "
+            "replace it with a real file or directory (or remove it) and retry"
+        )
+
+
+def _is_empty_dir(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+
+
+def plan_protection(root: str, masks: MaskMaterial) -> ProtectionPlan:
+    """Mount arguments that pin ``.git`` and mask ``.env`` files under ``root``."""
+    plan = ProtectionPlan()
+    _plan_git(root, masks, plan)
+    for env_file in _find_env_files(root):
+        plan.args += ["--ro-bind", masks.file, env_file]
+    return plan
+
+
+def _plan_git(root: str, masks: MaskMaterial, plan: ProtectionPlan) -> None:
+    git = os.path.join(root, ".git")
+    st = _lstat(git)
+    _refuse_symlink(git, st)
+    if st is None or (stat.S_ISDIR(st.st_mode) and _is_empty_dir(git)):
+        # No repository: block creation. An empty .git (a ghost another run still
+        # uses, or one left by a crash) is treated the same, never made writable.
+        plan.args += ["--ro-bind", masks.directory, git]
+        if st is None:
+            plan.ghosts.append(git)
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        plan.args += [
+            "--ro-bind",
+            git,
+            git,
+        ]  # a gitdir pointer file (worktree/submodule)
+        return
+    plan.args += ["--bind", git, git]  # pinned: renaming .git now fails with EBUSY
+    for name, source_if_missing in (("hooks", masks.directory), ("config", masks.file)):
+        path = os.path.join(git, name)
+        sub = _lstat(path)
+        _refuse_symlink(path, sub)
+        if sub is None:
+            plan.args += ["--ro-bind", source_if_missing, path]
+            plan.ghosts.append(path)
+        else:
+            plan.args += ["--ro-bind", path, path]
+
+
+def _is_env_name(name: str) -> bool:
+    return name == ".env" or name.startswith(".env.")
+
+
+def _find_env_files(root: str) -> list[str]:
+    """``.env`` and ``.env.*`` regular files up to ENV_SCAN_DEPTH below root (bounded)."""
+    found: list[str] = []
+    frontier = [(root, 0)]
+    seen = 0
+    while frontier:
+        directory, depth = frontier.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > ENV_SCAN_MAX_ENTRIES:
+                return found
+            if _is_env_name(entry.name):
+                if entry.is_symlink():
+                    _refuse_symlink(entry.path, entry.stat(follow_symlinks=False))
+                if entry.is_file(follow_symlinks=False):
+                    found.append(entry.path)
+                continue
+            if (
+                depth < ENV_SCAN_DEPTH
+                and entry.name != ".git"
+                and entry.is_dir(follow_symlinks=False)
+            ):
+                frontier.append((entry.path, depth + 1))
+    return found
+
+
+def remove_ghosts(ghosts: list[str]) -> None:
+    """Delete mount points bwrap created, only while they are still empty."""
+    for path in sorted(ghosts, key=len, reverse=True):
+        st = _lstat(path)
+        if st is None:
+            continue
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(path)  # fails (and is kept) if something is inside
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def strip_setid_bits(root: str) -> list[str]:
+    """Clear setuid/setgid on every regular file under root; return what was changed.
+
+    Runs after the sandbox is gone, and opens each file with O_NOFOLLOW so a
+    symlink cannot redirect the chmod outside the root.
+    """
+    changed: list[str] = []
+    for directory, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames + dirnames:
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or not st.st_mode & _SETID:
+                continue
+            try:
+                fd = os.open(
+                    path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                )
+            except OSError:
+                continue
+            try:
+                mode = os.fstat(fd).st_mode
+                os.fchmod(fd, stat.S_IMODE(mode) & ~_SETID)
+                changed.append(path)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return changed
+
+
+def secret_masks(masks: MaskMaterial) -> list[str]:
+    """bwrap arguments hiding root-only host secrets, for runs that map to host root.
+
+    When the sandbox's uid is host uid 0 (a root-owned workspace with a root
+    agent), file permissions do not protect these; a mount over them does.
+    """
+    args: list[str] = []
+    candidates = [
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/sudoers",
+    ]
+    ssh = Path("/etc/ssh")
+    if ssh.is_dir():
+        candidates += sorted(str(p) for p in ssh.glob("ssh_host_*_key"))
+    for path in candidates:
+        st = _lstat(path)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            args += ["--ro-bind", masks.file, path]
+    for directory in ("/etc/ssl/private",):
+        st = _lstat(directory)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            args += ["--ro-bind", masks.directory, directory]
+    return args

@@ -1,0 +1,114 @@
+"""The exact argv a sandboxed command runs under (sandbox notes §4).
+
+Kept as a pure function so the probe in ``status()`` and every real run share
+one builder: the probe proves the production argv, not a look-alike.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+BWRAP = "/usr/bin/bwrap"
+PRLIMIT = "/usr/bin/prlimit"
+SETPRIV = "/usr/bin/setpriv"
+SHELL = "/bin/bash"
+SANDBOX_UID = 1000  # the uid/gid the command sees; it maps to whoever started bwrap
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run", "/root", "/home")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-command resource limits (rlimits set by prlimit before bwrap starts).
+
+    ``processes`` (RLIMIT_NPROC) only binds when bwrap runs as a non-root host
+    uid: the kernel exempts host uid 0. ``address_space`` (RLIMIT_AS) breaks
+    programs that reserve huge virtual ranges (JVM, Go race detector, ASan),
+    hence the generous default.
+    """
+
+    address_space: int = 16 << 30
+    file_size: int = 1 << 30
+    open_files: int = 1024
+    processes: int = 1024
+    cpu_seconds: int = 900
+    tmpfs_size: int = 256 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Whom bwrap runs as on the host.
+
+    ``drop_to`` is the (uid, gid) to switch to with setpriv when term2 is root
+    and the workspace belongs to someone else; ``host_root`` is true when the
+    sandbox's uid is host uid 0 (extra masks then apply).
+    """
+
+    drop_to: tuple[int, int] | None
+    host_root: bool
+
+
+def identity_for(root_uid: int, root_gid: int) -> Identity:
+    if os.geteuid() != 0:
+        return Identity(drop_to=None, host_root=False)
+    if root_uid != 0:
+        return Identity(drop_to=(root_uid, root_gid), host_root=False)
+    return Identity(drop_to=None, host_root=True)
+
+
+def private_dirs() -> list[str]:
+    """Host dirs replaced by a private tmpfs; symlinked ones by their target."""
+    seen: list[str] = []
+    for path in PRIVATE_DIRS:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real not in seen and real != "/":
+            seen.append(real)
+    return seen
+
+
+def build_argv(
+    *,
+    bwrap: str,
+    limits: Limits,
+    identity: Identity,
+    root: str,
+    cwd: str,
+    command: str,
+    status_fd: int,
+    seccomp_fd: int,
+    host_masks: list[str],
+    protection: list[str],
+) -> list[str]:
+    argv = [
+        PRLIMIT,
+        f"--as={limits.address_space}",
+        f"--fsize={limits.file_size}",
+        f"--nofile={limits.open_files}",
+        f"--nproc={limits.processes}",
+        f"--cpu={limits.cpu_seconds}",
+        "--",
+    ]
+    if identity.drop_to is not None:
+        uid, gid = identity.drop_to
+        argv += [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    argv += [
+        bwrap,
+        "--json-status-fd", str(status_fd),
+        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        "--hostname", "sandbox",
+        "--cap-drop", "ALL",
+        "--new-session", "--die-with-parent",
+        "--ro-bind", "/", "/",
+        "--dev", "/dev",
+        "--proc", "/proc", "--remount-ro", "/proc",
+    ]  # fmt: skip
+    for directory in private_dirs():
+        argv += ["--size", str(limits.tmpfs_size), "--tmpfs", directory]
+    argv += host_masks
+    # After the tmpfs mounts, so a root under /tmp or /home is still reachable.
+    argv += ["--bind", root, root]
+    argv += protection
+    argv += ["--chdir", cwd, "--seccomp", str(seccomp_fd)]
+    argv += ["--", SHELL, "--noprofile", "--norc", "-c", command]
+    return argv

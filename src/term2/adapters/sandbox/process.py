@@ -1,0 +1,148 @@
+"""Supervising one started bwrap: read its pipes, learn its child, kill the tree.
+
+bwrap limits nothing by itself: the adapter caps output, enforces the timeout,
+and kills. Killing has two halves because ``--new-session`` puts the command in
+its own session: ``killpg`` on bwrap's group stops the monitor, and SIGKILL to
+bwrap's child (the pid namespace's init, learnt from ``--json-status-fd``) tears
+down every process in the namespace, daemonised or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from typing import Any
+
+import anyio
+
+from term2.ports.sandbox import OutputSink
+
+_READ_SIZE = 65536
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class SandboxProcess:
+    """A running bwrap with its merged output pipe and its json-status pipe."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], output_fd: int, status_fd: int
+    ) -> None:
+        self.proc = proc
+        self._output_fd = output_fd
+        self._status_fd = status_fd
+        os.set_blocking(output_fd, False)
+        os.set_blocking(status_fd, False)
+        # Our own unreaped child: its pid cannot be recycled before we wait.
+        self._proc_pidfd = os.pidfd_open(proc.pid)
+        self._child_pidfd: int | None = None
+        self.records: list[dict[str, Any]] = []
+        self.output = bytearray()
+        self.truncated = False
+
+    @property
+    def exit_code(self) -> int | None:
+        for record in self.records:
+            code = record.get("exit-code")
+            if isinstance(code, int):
+                return code
+        return None
+
+    async def pump_status(self) -> None:
+        """Read json-status records to EOF; pin bwrap's child with a pidfd."""
+        buffer = b""
+        while chunk := await self._read(self._status_fd):
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self._record(line)
+        self._record(buffer)
+
+    def _record(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(record, dict):
+            return
+        self.records.append(record)
+        child = record.get("child-pid")
+        if isinstance(child, int) and self._child_pidfd is None:
+            try:
+                pidfd = os.pidfd_open(child)
+            except OSError:
+                return
+            # Only keep it if it is still bwrap's child, i.e. not a recycled pid.
+            if _parent_of(child) == self.proc.pid:
+                self._child_pidfd = pidfd
+            else:
+                os.close(pidfd)
+
+    async def pump_output(self, limit: int, on_output: OutputSink | None) -> None:
+        """Collect up to ``limit`` bytes, streaming them; past the cap, kill and stop."""
+        while data := await self._read(self._output_fd):
+            room = limit - len(self.output)
+            chunk = data[:room]
+            if chunk:
+                self.output += chunk
+                if on_output is not None:
+                    await on_output(chunk)
+            if len(data) > room:
+                self.truncated = True
+                self.kill()
+                return
+
+    async def _read(self, fd: int) -> bytes:
+        while True:
+            await anyio.wait_readable(fd)
+            try:
+                return os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                continue
+
+    def kill(self) -> None:
+        """SIGKILL bwrap's process group and the sandbox's init; idempotent."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self._child_pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._child_pidfd, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+
+    async def wait(self) -> int | None:
+        """Wait for bwrap to exit (without blocking the loop) and reap it."""
+        await anyio.wait_readable(self._proc_pidfd)
+        return self.proc.wait()
+
+    def reap_if_done(self) -> int | None:
+        return self.proc.poll()
+
+    def close(self) -> None:
+        for fd in (
+            self._output_fd,
+            self._status_fd,
+            self._proc_pidfd,
+            self._child_pidfd,
+        ):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._child_pidfd = None

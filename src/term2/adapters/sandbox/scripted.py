@@ -1,0 +1,107 @@
+"""ScriptedSandbox: a deterministic in-memory Sandbox for callers' tests.
+
+It never executes anything on the host. Each command string maps to a
+``Script`` (output chunks, exit code, or a simulated hang/setup failure);
+unknown commands answer like a shell would (exit 127). It follows the port's
+contract (tests/contract/test_sandbox_contract.py runs against it and against
+BubblewrapSandbox): output capped with ``truncated``, timeouts reported as
+``timed_out`` with SIGKILL, cancellation honoured at once, and
+SandboxUnavailable when configured unavailable.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import anyio
+
+from term2.ports.sandbox import (
+    CommandRequest,
+    CommandResult,
+    OutputSink,
+    SandboxFailed,
+    SandboxStatus,
+    SandboxUnavailable,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """What one command "does": chunks written (``chunk_delay_s`` apart), then exit.
+
+    ``hang`` keeps it running after the chunks until timeout or cancellation;
+    ``setup_failure`` makes the sandbox itself fail (SandboxFailed) instead.
+    """
+
+    chunks: tuple[bytes, ...] = ()
+    exit_code: int = 0
+    chunk_delay_s: float = 0.0
+    hang: bool = False
+    setup_failure: str | None = None
+
+
+NOT_FOUND = Script(chunks=(b"scripted sandbox: command not found\n",), exit_code=127)
+
+
+class ScriptedSandbox:
+    """Canned results per command string; records every request in ``calls``."""
+
+    def __init__(
+        self,
+        scripts: Mapping[str, Script] | None = None,
+        *,
+        unavailable: str | None = None,
+    ) -> None:
+        self._scripts = dict(scripts or {})
+        self._unavailable = unavailable
+        self.calls: list[CommandRequest] = []
+
+    def add(self, command: str, script: Script) -> None:
+        self._scripts[command] = script
+
+    async def status(self) -> SandboxStatus:
+        if self._unavailable is not None:
+            return SandboxStatus(available=False, detail=self._unavailable)
+        return SandboxStatus(
+            available=True, detail="scripted sandbox (nothing is executed)"
+        )
+
+    async def run(
+        self, request: CommandRequest, on_output: OutputSink | None = None
+    ) -> CommandResult:
+        if self._unavailable is not None:
+            raise SandboxUnavailable(self._unavailable)
+        self.calls.append(request)
+        script = self._scripts.get(request.command, NOT_FOUND)
+        if script.setup_failure is not None:
+            raise SandboxFailed(script.setup_failure)
+        output = bytearray()
+        with anyio.move_on_after(request.timeout_s) as deadline:
+            for index, chunk in enumerate(script.chunks):
+                if index and script.chunk_delay_s:
+                    await anyio.sleep(script.chunk_delay_s)
+                room = request.output_limit - len(output)
+                if room > 0 and chunk[:room]:
+                    output += chunk[:room]
+                    if on_output is not None:
+                        await on_output(chunk[:room])
+                if len(chunk) > room:  # the real adapter kills a flooding command
+                    return CommandResult(
+                        None,
+                        signal.SIGKILL,
+                        bytes(output),
+                        truncated=True,
+                        timed_out=False,
+                    )
+            if script.hang:
+                await anyio.sleep_forever()
+        if deadline.cancelled_caught:
+            return CommandResult(
+                None, signal.SIGKILL, bytes(output), truncated=False, timed_out=True
+            )
+        await anyio.lowlevel.checkpoint()
+        return CommandResult(
+            script.exit_code, None, bytes(output), truncated=False, timed_out=False
+        )
