@@ -1,0 +1,36 @@
+#!/usr/bin/env node
+// ACP v1 scenario client built on the official SDK (@agentclientprotocol/sdk).
+//   node conformance/clients/v1-scenario.mjs [--config JSON|@FILE] [--transcript FILE] -- <agent argv...>
+// See conformance/README.md for the config and summary formats.
+import * as acp from "@agentclientprotocol/sdk";
+import { main } from "./lib/scenario.mjs";
+
+const dialect = {
+  version: 1,
+  initializeParams: (config, clientInfo) => ({
+    protocolVersion: 1,
+    clientCapabilities: config.clientCapabilities ?? {},
+    clientInfo,
+  }),
+  // v1 requires mcpServers (may be empty).
+  newSessionParams: (cwd) => ({ cwd, mcpServers: [] }),
+  permissionInfo: (params) => ({
+    title: params.toolCall?.title ?? null,
+    toolCallId: params.toolCall?.toolCallId ?? null,
+  }),
+  // v1: the prompt response *is* the end of the turn.
+  async runTurn(env, sessionId, text) {
+    const result = await env.ctx.request("session/prompt", {
+      sessionId,
+      prompt: [{ type: "text", text }],
+    });
+    return result.stopReason;
+  },
+  // "resume" defaults to session/load (replays history); {"method":"session/resume"} opts out.
+  resumeRequest(sessionId, cwd, step) {
+    const method = step.method ?? "session/load";
+    return { method, params: { sessionId, cwd, mcpServers: [] } };
+  },
+};
+
+await main(acp, dialect);
