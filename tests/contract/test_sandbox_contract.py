@@ -1,0 +1,186 @@
+"""Contract for every Sandbox adapter: the same suite runs against each.
+
+BubblewrapSandbox runs the real shell commands below; ScriptedSandbox is
+configured with scripts that behave like them. The suite is what makes
+substituting the scripted fake in callers' tests honest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from term2.adapters.sandbox import BubblewrapSandbox, Script, ScriptedSandbox
+from term2.ports.sandbox import (
+    CommandRequest,
+    CommandResult,
+    Sandbox,
+    SandboxFailed,
+    SandboxUnavailable,
+)
+
+pytestmark = pytest.mark.anyio
+
+HAVE_BWRAP = os.path.exists("/usr/bin/bwrap")
+
+EXIT_3 = "exit 3"
+TRUE = "true"
+BOTH_STREAMS = "echo out; echo err >&2"
+STREAMED = "echo first; sleep 1; echo second"
+FLOOD = "yes"
+HANG = "sleep 30"
+SCRIPTS = {
+    EXIT_3: Script(exit_code=3),
+    TRUE: Script(),
+    BOTH_STREAMS: Script(chunks=(b"out\n", b"err\n")),
+    STREAMED: Script(chunks=(b"first\n", b"second\n"), chunk_delay_s=1.0),
+    FLOOD: Script(chunks=(b"y\n" * 1_000_000,), hang=True),
+    HANG: Script(hang=True),
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Harness:
+    sandbox: Sandbox
+    root: str
+    make_unavailable: Callable[[], Sandbox]
+    make_broken_setup: Callable[[str], str]  # returns a command whose setup fails
+
+    def request(self, command: str, **kwargs: float | int) -> CommandRequest:
+        return CommandRequest(command=command, root=self.root, cwd=self.root, **kwargs)  # type: ignore[arg-type]
+
+
+def _bwrap_broken_setup(root: str) -> str:
+    # A protected path that is a symlink: the adapter must refuse, not run.
+    os.symlink("/etc", os.path.join(root, ".git"))
+    return TRUE
+
+
+def _scripted_broken_setup(sandbox: ScriptedSandbox) -> Callable[[str], str]:
+    def make(_root: str) -> str:
+        sandbox.add("broken", Script(setup_failure="refusing to run: .git is a symlink"))
+        return "broken"
+
+    return make
+
+
+@pytest.fixture(params=["bubblewrap", "scripted"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    root = str(tmp_path.resolve())
+    if request.param == "bubblewrap":
+        if not HAVE_BWRAP:
+            pytest.skip("/usr/bin/bwrap is not installed")
+        return Harness(
+            sandbox=BubblewrapSandbox(),
+            root=root,
+            make_unavailable=lambda: BubblewrapSandbox(bwrap=str(tmp_path / "no-such-bwrap")),
+            make_broken_setup=_bwrap_broken_setup,
+        )
+    scripted = ScriptedSandbox(SCRIPTS)
+    return Harness(
+        sandbox=scripted,
+        root=root,
+        make_unavailable=lambda: ScriptedSandbox(SCRIPTS, unavailable="no bubblewrap here"),
+        make_broken_setup=_scripted_broken_setup(scripted),
+    )
+
+
+async def test_reports_available(harness: Harness) -> None:
+    status = await harness.sandbox.status()
+    assert status.available, status.detail
+
+
+async def test_exit_codes(harness: Harness) -> None:
+    ok = await harness.sandbox.run(harness.request(TRUE))
+    failed = await harness.sandbox.run(harness.request(EXIT_3))
+    assert (ok.exit_code, ok.timed_out, ok.truncated) == (0, False, False)
+    assert (failed.exit_code, failed.signal) == (3, None)
+
+
+async def test_stdout_and_stderr_are_both_captured(harness: Harness) -> None:
+    result = await harness.sandbox.run(harness.request(BOTH_STREAMS))
+    assert result.exit_code == 0
+    assert b"out\n" in result.output and b"err\n" in result.output
+
+
+async def test_output_streams_to_sink_as_it_arrives(harness: Harness) -> None:
+    arrivals: list[tuple[float, bytes]] = []
+
+    async def sink(chunk: bytes) -> None:
+        arrivals.append((time.monotonic(), chunk))
+
+    result = await harness.sandbox.run(harness.request(STREAMED), sink)
+    finished = time.monotonic()
+    assert b"".join(chunk for _, chunk in arrivals) == result.output == b"first\nsecond\n"
+    first_at = next(at for at, chunk in arrivals if b"first" in chunk)
+    assert finished - first_at >= 0.5, "the first line must be delivered before the command ends"
+
+
+async def test_output_cap_truncates_and_returns_promptly(harness: Harness) -> None:
+    streamed = bytearray()
+
+    async def sink(chunk: bytes) -> None:
+        streamed.extend(chunk)
+
+    started = time.monotonic()
+    result = await harness.sandbox.run(harness.request(FLOOD, output_limit=4096, timeout_s=20), sink)
+    assert time.monotonic() - started < 5
+    assert result.truncated and not result.timed_out
+    assert len(result.output) == 4096 and bytes(streamed) == result.output
+    assert result.output.startswith(b"y\ny\n")
+
+
+async def test_timeout_reports_timed_out(harness: Harness) -> None:
+    started = time.monotonic()
+    result = await harness.sandbox.run(harness.request(HANG, timeout_s=0.5))
+    assert time.monotonic() - started < 4
+    assert result.timed_out and result.exit_code is None
+
+
+async def test_cancellation_returns_promptly(harness: Harness) -> None:
+    outcome: list[CommandResult] = []
+    started = time.monotonic()
+    with anyio.move_on_after(0.5) as scope:
+        outcome.append(await harness.sandbox.run(harness.request(HANG, timeout_s=30)))
+    assert scope.cancelled_caught and not outcome
+    assert time.monotonic() - started < 4
+    # The sandbox is still usable after a cancelled run.
+    assert (await harness.sandbox.run(harness.request(TRUE))).exit_code == 0
+
+
+async def test_unavailable_raises_and_never_runs(harness: Harness) -> None:
+    sandbox = harness.make_unavailable()
+    status = await sandbox.status()
+    assert not status.available and status.detail
+    with pytest.raises(SandboxUnavailable):
+        await sandbox.run(harness.request(TRUE))
+
+
+async def test_setup_failure_is_not_a_command_result(harness: Harness) -> None:
+    command = harness.make_broken_setup(harness.root)
+    with pytest.raises(SandboxFailed):
+        await harness.sandbox.run(harness.request(command))
+
+
+def test_scripted_sandbox_executes_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    async def main() -> CommandResult:
+        return await ScriptedSandbox().run(
+            CommandRequest(command=f"touch {marker}", root=str(tmp_path), cwd=str(tmp_path))
+        )
+
+    result = anyio.run(main)
+    assert result.exit_code == 127 and not marker.exists()
+
