@@ -463,3 +463,15 @@ def test_recorder_checks_result_against_the_tracked_method() -> None:
 )
 def test_rfc3339_datetime(value: object, ok: bool) -> None:
     assert is_rfc3339_datetime(value) is ok
+
+
+def test_missing_node_modules_fails_with_npm_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests.support import schemas
+
+    monkeypatch.setitem(schemas.SCHEMA_FILES, 2, tmp_path / "absent.json")
+    with pytest.raises(
+        schemas.SchemaFilesMissingError, match="npm ci --prefix conformance"
+    ):
+        schemas.schema_path(2)
