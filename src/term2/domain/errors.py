@@ -19,3 +19,7 @@ class Busy(Term2Error):
 
 class StoreUnavailable(Term2Error):
     """The session store cannot be opened or written."""
+
+
+class ModelNotConfigured(Term2Error):
+    """No model was chosen by flag, environment or config file."""

@@ -29,14 +29,12 @@ class TurnLimits:
     max_model_requests: int = 50
 
 
-def after_response(
-    finish: FinishReason, requested_tools: int, requests_made: int, limits: TurnLimits
-) -> StopReason | None:
+def after_response(finish: FinishReason, requested_tools: int) -> StopReason | None:
     """Decide whether the turn ends after one model response.
 
-    None means: run the requested tools, feed their results back and ask the
-    model again. Tool calls win over a plain stop, since some providers report
-    "stop" while still sending calls.
+    None means: run the requested tools and feed their results back. Tool
+    calls win over a plain stop, since some providers report "stop" while
+    still sending calls; a truncated or filtered response never runs tools.
     """
     if finish is FinishReason.LENGTH:
         return StopReason.MAX_TOKENS
@@ -44,6 +42,9 @@ def after_response(
         return StopReason.REFUSAL
     if requested_tools == 0:
         return StopReason.END_TURN
-    if requests_made >= limits.max_model_requests:
-        return StopReason.MAX_TURN_REQUESTS
     return None
+
+
+def may_ask_again(requests_made: int, limits: TurnLimits) -> bool:
+    """The cap on model requests per turn protects the user's budget from a looping model."""
+    return requests_made < limits.max_model_requests

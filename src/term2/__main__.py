@@ -1,0 +1,27 @@
+"""Entry point: `term2` and `python -m term2`.
+
+`term2 acp` takes a lean path (standard-library argument parsing, no rich)
+because editors spawn it and wait for `initialize`; everything else goes
+through the rich-click CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["acp"] and not any(a in ("--help", "-h") for a in args[1:]):
+        from term2.app.launcher import launch_acp
+
+        launch_acp(args[1:], os.environ)
+        return
+    from term2.app.cli import cli
+
+    cli.main(args=args, prog_name="term2")
+
+
+if __name__ == "__main__":
+    main()

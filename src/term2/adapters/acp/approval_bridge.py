@@ -1,0 +1,124 @@
+"""The approval port over ACP: `session/request_permission`, failing closed.
+
+Only an answer that selects one of the options we offered, for an interaction
+that is still the live one, counts as an allow. Everything else (a cancelled
+or malformed outcome, an unknown option, an error answer, a disconnect, a
+stale or vanished interaction) is a denial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from term2.adapters.acp.connection import JsonRpcConnection
+from term2.adapters.acp.errors import ConnectionClosed, RpcError
+from term2.adapters.acp.updates import AcpUpdateSink
+from term2.adapters.acp.wire_common import locations
+from term2.app.sessions import SessionRegistry
+from term2.domain.approval import Choice
+from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
+from term2.ports.updates import StateChanged
+
+log = structlog.get_logger("term2.approval")
+
+
+def _deny(reason: DenialReason) -> ApprovalDecision:
+    return ApprovalDecision(None, reason)
+
+
+def _options(request: ApprovalRequest) -> list[dict[str, Any]]:
+    return [{"optionId": o.choice.value, "name": o.name, "kind": o.kind.value} for o in request.options]
+
+
+def _tool_call(request: ApprovalRequest) -> dict[str, Any]:
+    call = request.tool_call
+    return {
+        "toolCallId": call.tool_call_id,
+        "title": call.title,
+        "kind": call.kind.value,
+        "status": "pending",
+        "rawInput": call.raw_input,
+        "locations": locations(call.locations),
+    }
+
+
+def v1_params(request: ApprovalRequest) -> dict[str, Any]:
+    return {"sessionId": request.session_id, "toolCall": _tool_call(request), "options": _options(request)}
+
+
+def v2_params(request: ApprovalRequest) -> dict[str, Any]:
+    subject: dict[str, Any]
+    if request.command is not None:
+        subject = {
+            "type": "command",
+            "command": request.command.command,
+            "cwd": request.command.cwd,
+            "toolCallId": request.tool_call.tool_call_id,
+        }
+    else:
+        subject = {"type": "tool_call", "toolCall": _tool_call(request)}
+    params: dict[str, Any] = {
+        "sessionId": request.session_id,
+        "title": request.title,
+        "subject": subject,
+        "options": _options(request),
+    }
+    if request.description:
+        params["description"] = request.description
+    return params
+
+
+def decide(request: ApprovalRequest, result: object) -> ApprovalDecision:
+    """Interpret a client's answer; anything short of a valid selection denies."""
+    if not isinstance(result, dict):
+        return _deny("malformed")
+    outcome = result.get("outcome")
+    if not isinstance(outcome, dict):
+        return _deny("malformed")
+    kind = outcome.get("outcome")
+    if kind == "cancelled":
+        return _deny("cancelled")
+    if kind != "selected":
+        return _deny("malformed")
+    option_id = outcome.get("optionId")
+    offered = {o.choice.value: o.choice for o in request.options}
+    if not isinstance(option_id, str) or option_id not in offered:
+        return _deny("unknown_option")
+    choice = offered[option_id]
+    if choice in (Choice.REJECT, Choice.DENY):
+        return _deny("rejected")
+    return ApprovalDecision(choice)
+
+
+class AcpApprover:
+    def __init__(
+        self, connection: JsonRpcConnection, version: int, sink: AcpUpdateSink, registry: SessionRegistry
+    ) -> None:
+        self._connection = connection
+        self._version = version
+        self._sink = sink
+        self._registry = registry
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        opened = self._registry.get(request.session_id)
+        if opened is None or not opened.busy or not request.options:
+            return _deny("no_interaction")
+        revision = opened.revision
+        params = v2_params(request) if self._version == 2 else v1_params(request)
+        if self._version == 2:
+            await self._sink.send(request.session_id, StateChanged("requires_action"))
+        try:
+            result = await self._connection.request("session/request_permission", params)
+        except ConnectionClosed:
+            return _deny("disconnected")
+        except RpcError as err:
+            log.info("permission request answered with an error", code=err.code, message=err.message)
+            return _deny("malformed")
+        still_live = self._registry.get(request.session_id) is opened and opened.busy
+        if still_live and self._version == 2:
+            await self._sink.send(request.session_id, StateChanged("running"))
+        if not still_live or opened.revision != revision:
+            return _deny("stale")
+        return decide(request, result)

@@ -1,0 +1,104 @@
+"""Request parameters as pydantic models: the boundary where client input is checked.
+
+Unknown keys (including `_meta`) are accepted and ignored, as ACP's
+extensibility rules require; wrong types and missing fields become -32602
+with a message naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
+from term2.domain.content import ContentBlock, ResourceLink, TextBlock
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class NewSession(_Params):
+    cwd: str
+    mcp_servers: list[Any] | None = Field(default=None, alias="mcpServers")
+    additional_directories: list[Any] | None = Field(default=None, alias="additionalDirectories")
+
+
+class ListSessions(_Params):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class ReplayFrom(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+
+class ResumeSession(_Params):
+    session_id: str = Field(alias="sessionId")
+    cwd: str
+    mcp_servers: list[Any] | None = Field(default=None, alias="mcpServers")
+    additional_directories: list[Any] | None = Field(default=None, alias="additionalDirectories")
+    replay_from: ReplayFrom | None = Field(default=None, alias="replayFrom")
+
+
+class SessionRef(_Params):
+    session_id: str = Field(alias="sessionId")
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+
+
+class _Text(_Block):
+    type: Literal["text"]
+    text: str
+
+
+class _Link(_Block):
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+
+
+class Prompt(_Params):
+    session_id: str = Field(alias="sessionId")
+    prompt: list[dict[str, Any]]
+
+
+def parse(model: type[T], params: Any, method: str) -> T:
+    try:
+        return model.model_validate(params if params is not None else {})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()[:5]
+        )
+        raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
+
+
+def prompt_blocks(raw: list[dict[str, Any]]) -> tuple[ContentBlock, ...]:
+    """Accept the ACP baseline (text, resource_link); refuse what term2 does not advertise."""
+    blocks: list[ContentBlock] = []
+    for index, item in enumerate(raw):
+        kind = item.get("type")
+        if kind == "text":
+            blocks.append(TextBlock(parse(_Text, item, f"session/prompt (prompt[{index}])").text))
+        elif kind == "resource_link":
+            link = parse(_Link, item, f"session/prompt (prompt[{index}])")
+            blocks.append(ResourceLink(link.uri, link.name))
+        else:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid params for session/prompt: prompt[{index}] is a {kind!r} block, which term2 "
+                "does not support (supported: text, resource_link)",
+            )
+    if not blocks:
+        raise RpcError(INVALID_PARAMS, "Invalid params for session/prompt: prompt must not be empty")
+    return tuple(blocks)

@@ -1,0 +1,97 @@
+"""litellm's bundled model catalog, read as JSON without importing litellm.
+
+Importing litellm costs seconds and ~190 MB; the JSON it ships costs ~20 ms.
+`importlib.util.find_spec` locates the package without executing it
+(`importlib.resources.files` would import it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Mapping
+from functools import cache
+
+from term2.app.config import DeclaredModel
+from term2.ports.catalog import ModelInfo
+
+CATALOG_FILE = "model_prices_and_context_window_backup.json"
+PROVIDERS_FILE = "provider_endpoints_support_backup.json"
+CHAT_MODES = {"chat", "responses", None}
+
+
+def _package_dir() -> str | None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(list(spec.submodule_search_locations)[0])
+
+
+def _load(name: str) -> dict[str, object]:
+    directory = _package_dir()
+    if directory is None:
+        return {}
+    try:
+        with open(os.path.join(directory, name), "rb") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@cache
+def _bundled_models() -> tuple[ModelInfo, ...]:
+    raw = _load(CATALOG_FILE)
+    raw.pop("sample_spec", None)
+    raw.pop("fallback_generalizations", None)
+    models: list[ModelInfo] = []
+    for key, entry in raw.items():
+        if isinstance(entry, dict) and "alias_of" in entry:
+            entry = raw.get(str(entry["alias_of"]))
+        if not isinstance(entry, dict) or entry.get("mode") not in CHAT_MODES:
+            continue
+        provider = entry.get("litellm_provider")
+        if not isinstance(provider, str):
+            continue
+        models.append(
+            ModelInfo(
+                model_id=key,
+                provider=provider,
+                context_window=_int(entry.get("max_input_tokens")) or _int(entry.get("max_tokens")),
+                supports_reasoning=bool(entry.get("supports_reasoning")),
+                supports_tools=bool(entry.get("supports_function_calling")),
+            )
+        )
+    return tuple(models)
+
+
+@cache
+def bundled_providers() -> frozenset[str]:
+    """Provider names litellm routes, from its small endpoints file plus the catalog's own."""
+    data = _load(PROVIDERS_FILE)
+    providers = data.get("providers", data)
+    names = set(providers) if isinstance(providers, dict) else set()
+    return frozenset(names)
+
+
+class LitellmCatalog:
+    """The bundled catalog merged with the models the user declared in config."""
+
+    def __init__(self, declared: Mapping[str, DeclaredModel]) -> None:
+        self._declared = declared
+
+    def models(self) -> tuple[ModelInfo, ...]:
+        declared = tuple(
+            ModelInfo(name, d.provider, d.context_window, d.supports_reasoning, True)
+            for name, d in self._declared.items()
+        )
+        return declared + _bundled_models()
+
+    def providers(self) -> frozenset[str]:
+        known = {m.provider for m in _bundled_models()}
+        return frozenset(known | bundled_providers() | {d.provider for d in self._declared.values()})

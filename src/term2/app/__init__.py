@@ -1,0 +1,1 @@
+"""Use cases, configuration, the CLI and the one composition root."""

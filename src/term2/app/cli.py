@@ -1,0 +1,81 @@
+"""The `term2` command line (rich-click): help, version, models, doctor, and acp's help.
+
+`term2 acp` itself is parsed by `term2.app.acp_args` on a lean path; the
+command declared here documents the same flags and delegates to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import rich_click as click
+
+from term2 import __version__
+from term2.app.acp_args import EFFORTS
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="term2")
+def cli() -> None:
+    """term2: a coding agent for editors, served over the Agent Client Protocol."""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--provider", metavar="PROVIDER", help="Provider name, e.g. openai, anthropic, ollama_chat.")
+@click.option("--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
+@click.option("--effort", metavar="EFFORT", help="Reasoning effort: " + ", ".join(EFFORTS) + ".")
+@click.pass_context
+def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str | None) -> None:
+    """Serve ACP (v1 and v2) on stdin/stdout for an editor. Logs go to stderr.
+
+    There is no flag to turn off approvals or the sandbox.
+    """
+    from term2.app.launcher import launch_acp
+
+    launch_acp(_raw_args(provider, model, effort, ctx.args), os.environ)
+
+
+def _raw_args(provider: str | None, model: str | None, effort: str | None, extra: list[str]) -> list[str]:
+    argv = [f"--{k}={v}" for k, v in (("provider", provider), ("model", model), ("effort", effort)) if v]
+    return argv + list(extra)
+
+
+@cli.command()
+@click.argument("pattern", required=False)
+def models(pattern: str | None) -> None:
+    """List catalog models whose id contains PATTERN: id, provider, context window."""
+    from term2.adapters.catalog.litellm_catalog import LitellmCatalog
+    from term2.app.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(os.environ)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    needle = (pattern or "").lower()
+    rows = sorted(
+        (m for m in LitellmCatalog(settings.models).models() if needle in m.model_id.lower()),
+        key=lambda m: m.model_id,
+    )
+    if not rows:
+        click.echo(f"no model matches {pattern!r}", err=True)
+        sys.exit(1)
+    width = max(len(m.model_id) for m in rows)
+    for m in rows:
+        window = str(m.context_window) if m.context_window else "-"
+        click.echo(f"{m.model_id:<{width}}  {m.provider:<24}  {window}")
+
+
+@cli.command()
+def doctor() -> None:
+    """Check whether shell commands can be sandboxed on this machine, and why not."""
+    import anyio
+
+    from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
+
+    status = anyio.run(BubblewrapSandbox().status)
+    mark = "ok" if status.available else "UNAVAILABLE"
+    click.echo(f"sandbox (bubblewrap): {mark}: {status.detail}")
+    if not status.available:
+        click.echo("term2 never runs commands unsandboxed: the shell tool will refuse.", err=True)
+        sys.exit(1)

@@ -1,0 +1,155 @@
+"""Layered configuration: built-in defaults < config file < TERM2_* environment < flags.
+
+Read with the standard library (tomllib), because the launcher reads it before
+answering `initialize` and must stay light.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from term2.app.acp_args import EFFORTS, AcpArgs
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message names the source and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredModel:
+    """A model the user declares because no catalog knows it (local, self-hosted)."""
+
+    provider: str
+    context_window: int | None = None
+    supports_reasoning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    provider: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    home: str | None = None  # where sessions are stored
+    acp_v2: bool = True
+    max_turn_requests: int = 50
+    request_timeout: float = 120.0
+    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
+    models: Mapping[str, DeclaredModel] = field(default_factory=dict)
+
+    def data_dir(self, env: Mapping[str, str]) -> Path:
+        if self.home:
+            return Path(self.home).expanduser()
+        base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return Path(base) / "term2"
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    if env.get("TERM2_CONFIG"):
+        return Path(env["TERM2_CONFIG"])
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "term2" / "config.toml"
+
+
+def _bool(value: str, source: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{source}: expected a boolean, got {value!r}")
+
+
+def _expect(kind: type | tuple[type, ...], value: object, where: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise ConfigError(f"{where}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
+    return value
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    where = str(path)
+    out: dict[str, Any] = {}
+    for key in ("provider", "model", "effort", "home"):
+        if key in data:
+            out[key] = _expect(str, data[key], f"{where}: {key}")
+    if "acp_v2" in data:
+        out["acp_v2"] = _expect(bool, data["acp_v2"], f"{where}: acp_v2")
+    if "max_turn_requests" in data:
+        out["max_turn_requests"] = _expect(int, data["max_turn_requests"], f"{where}: max_turn_requests")
+    if "request_timeout" in data:
+        out["request_timeout"] = float(_expect((int, float), data["request_timeout"], f"{where}: request_timeout"))
+    providers: dict[str, ProviderConfig] = {}
+    for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
+        block = _expect(dict, block, f"{where}: providers.{name}")
+        unknown = set(block) - {"api_base", "api_key_env"}
+        if unknown:
+            raise ConfigError(f"{where}: providers.{name}: unknown keys {sorted(unknown)}")
+        providers[name] = ProviderConfig(
+            api_base=_expect((str, type(None)), block.get("api_base"), f"{where}: providers.{name}.api_base"),
+            api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{where}: providers.{name}.api_key_env"),
+        )
+    models: dict[str, DeclaredModel] = {}
+    for name, block in _expect(dict, data.get("models", {}), f"{where}: models").items():
+        block = _expect(dict, block, f"{where}: models.{name}")
+        models[name] = DeclaredModel(
+            provider=_expect(str, block.get("provider", name.partition("/")[0]), f"{where}: models.{name}.provider"),
+            context_window=_expect((int, type(None)), block.get("context_window"), f"{where}: models.{name}.context_window"),
+            supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{where}: models.{name}.supports_reasoning"),
+        )
+    out["providers"] = providers
+    out["models"] = models
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("provider", "model", "effort", "home"):
+        value = env.get(f"TERM2_{key.upper()}")
+        if value:
+            out[key] = value
+    if env.get("TERM2_ACP_V2"):
+        out["acp_v2"] = _bool(env["TERM2_ACP_V2"], "TERM2_ACP_V2")
+    if env.get("TERM2_MAX_TURN_REQUESTS"):
+        try:
+            out["max_turn_requests"] = int(env["TERM2_MAX_TURN_REQUESTS"])
+        except ValueError as exc:
+            raise ConfigError(f"TERM2_MAX_TURN_REQUESTS: expected an integer, got {env['TERM2_MAX_TURN_REQUESTS']!r}") from exc
+    if env.get("TERM2_REQUEST_TIMEOUT"):
+        try:
+            out["request_timeout"] = float(env["TERM2_REQUEST_TIMEOUT"])
+        except ValueError as exc:
+            raise ConfigError(f"TERM2_REQUEST_TIMEOUT: expected a number, got {env['TERM2_REQUEST_TIMEOUT']!r}") from exc
+    return out
+
+
+def load_settings(env: Mapping[str, str], args: AcpArgs | None = None) -> Settings:
+    settings = Settings()
+    settings = replace(settings, **_from_file(config_path(env)))
+    settings = replace(settings, **_from_env(env))
+    if args is not None:
+        flags = {k: v for k, v in (("provider", args.provider), ("model", args.model), ("effort", args.effort)) if v}
+        settings = replace(settings, **flags)
+    if settings.effort is not None and settings.effort not in EFFORTS:
+        raise ConfigError(f"effort must be one of {', '.join(EFFORTS)}, got {settings.effort!r}")
+    if settings.max_turn_requests < 1:
+        raise ConfigError("max_turn_requests must be at least 1")
+    if settings.request_timeout <= 0:
+        raise ConfigError("request_timeout must be positive")
+    return settings

@@ -1,0 +1,114 @@
+"""The composition root: the only module that imports dependency-injector.
+
+Every adapter is chosen here from configuration; tests swap any of them with
+`container.<provider>.override(...)`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from term2.adapters.catalog.litellm_catalog import LitellmCatalog
+from term2.adapters.llm.litellm_provider import LiteLLMProvider
+from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
+from term2.adapters.store.sqlite_store import SqliteSessionStore
+from term2.app.config import Settings
+from term2.app.model_resolution import resolve_model
+from term2.app.prompting import PromptService
+from term2.app.sessions import SessionRegistry, SessionService
+from term2.app.tools.toolbox import WorkspaceToolbox
+from term2.adapters.acp.server import Services
+from term2.domain.errors import ModelNotConfigured
+from term2.domain.turn import TurnLimits
+from term2.ports.llm import LLMProvider, ProviderSettings
+
+
+def provider_settings(settings: Settings, env: Mapping[str, str]) -> ProviderSettings:
+    """Turn layered configuration into what the LLM adapter needs; fails if no model is set."""
+    if not settings.model:
+        raise ModelNotConfigured(
+            "no model configured: start term2 with --model <provider>/<model>, set TERM2_MODEL, "
+            "or set `model` in the config file"
+        )
+    catalog = LitellmCatalog(settings.models)
+    resolved = resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
+    provider_config = settings.providers.get(resolved.provider)
+    api_key = None
+    if provider_config is not None and provider_config.api_key_env:
+        api_key = env.get(provider_config.api_key_env)
+    info = resolved.info
+    return ProviderSettings(
+        model=resolved.model,
+        api_base=provider_config.api_base if provider_config else None,
+        api_key=api_key,
+        effort=settings.effort,
+        timeout_s=settings.request_timeout,
+        context_window=info.context_window if info else None,
+        supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
+    )
+
+
+def _llm(settings: Settings, env: Mapping[str, str]) -> LLMProvider:
+    return LiteLLMProvider(provider_settings(settings, env))
+
+
+def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
+    return settings.data_dir(env) / "sessions.sqlite3"
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=Settings)
+    env = providers.Dependency(instance_of=Mapping)
+
+    store = providers.Singleton(SqliteSessionStore, path=providers.Callable(_store_path, settings, env))
+    registry = providers.Singleton(SessionRegistry)
+    llm = providers.Singleton(_llm, settings, env)
+    sandbox = providers.Singleton(BubblewrapSandbox)
+    toolbox = providers.Singleton(WorkspaceToolbox)
+    limits = providers.Factory(
+        TurnLimits, max_model_requests=providers.Callable(lambda s: s.max_turn_requests, settings)
+    )
+    sessions = providers.Singleton(SessionService, store=store, registry=registry)
+    prompts = providers.Singleton(
+        PromptService,
+        store=store,
+        registry=registry,
+        llm=llm.provider,
+        toolbox=toolbox,
+        sandbox=sandbox,
+        limits=limits,
+    )
+
+
+def build_container(settings: Settings, env: Mapping[str, str] | None = None) -> Container:
+    container = Container(settings=settings, env=dict(env if env is not None else os.environ))
+    return container
+
+
+def services_of(container: Container) -> Services:
+    return Services(sessions=container.sessions(), prompts=container.prompts(), registry=container.registry())
+
+
+async def preload_llm(container: Any) -> None:
+    """Warm litellm up in a worker thread once a session exists, so the first prompt is quick."""
+    if not container.settings().model:
+        return
+    from term2.adapters.llm.litellm_runtime import preload
+
+    await preload()
+
+
+async def shutdown(container: Any) -> None:
+    from term2.adapters.llm.litellm_runtime import is_loaded
+
+    if is_loaded():
+        try:
+            await container.llm().aclose()
+        except Exception:
+            pass
+    await container.store().aclose()

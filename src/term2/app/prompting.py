@@ -1,0 +1,154 @@
+"""The prompt use case: admit one foreground turn per session, run it, settle it.
+
+Every path ends the same way: the session is released, its settled event is
+set and the caller gets a stop reason, whether the model finished, the user
+cancelled, or the provider failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import structlog
+
+from term2.app.clock import new_id, utc_now
+from term2.app.conversation import past_turns, system_prompt
+from term2.app.agent_loop import run_loop
+from term2.app.sessions import OpenSession, SessionRegistry
+from term2.domain.content import ContentBlock, render_for_model
+from term2.domain.errors import Busy, NotFound, Term2Error
+from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
+from term2.domain.session import SessionState
+from term2.domain.turn import StopReason, TurnLimits
+from term2.ports.approval import Approver
+from term2.ports.llm import ChatMessage, LLMError, LLMProvider
+from term2.ports.sandbox import Sandbox
+from term2.ports.session_store import SessionStore
+from term2.ports.tools import Toolbox, ToolContext
+from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, UpdateSink, UserMessageSent
+
+log = structlog.get_logger("term2.prompt")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    stop_reason: StopReason
+    error: str | None = None
+
+
+class PromptService:
+    def __init__(
+        self,
+        store: SessionStore,
+        registry: SessionRegistry,
+        llm: Callable[[], LLMProvider],
+        toolbox: Toolbox,
+        sandbox: Sandbox,
+        limits: TurnLimits,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._llm = llm
+        self._toolbox = toolbox
+        self._sandbox = sandbox
+        self._limits = limits
+
+    def admit(self, session_id: str) -> OpenSession:
+        """Claim the session's one foreground slot, before any preparation starts."""
+        opened = self._registry.get(session_id)
+        if opened is None:
+            raise NotFound(f"unknown or closed session: {session_id}")
+        if opened.busy:
+            raise Busy(f"session {session_id} already has a prompt in progress")
+        opened.busy = True
+        opened.settled = anyio.Event()
+        opened.turn_scope = anyio.CancelScope()
+        opened.revision += 1
+        return opened
+
+    def release(self, opened: OpenSession) -> None:
+        """Give the slot back when preparation failed and no turn will run."""
+        opened.busy = False
+        opened.turn_scope = None
+        opened.settled.set()
+
+    def cancel(self, session_id: str) -> None:
+        opened = self._registry.get(session_id)
+        if opened is not None and opened.turn_scope is not None:
+            opened.revision += 1
+            opened.turn_scope.cancel()
+
+    async def run(
+        self, opened: OpenSession, prompt: tuple[ContentBlock, ...], sink: UpdateSink, approver: Approver
+    ) -> TurnOutcome:
+        session_id = opened.session.session_id
+        scope = opened.turn_scope or anyio.CancelScope()
+
+        async def emit(event: SessionEvent) -> None:
+            await sink.send(session_id, event)
+
+        async def record(entry: HistoryEntry) -> None:
+            await self._store.append(session_id, entry)
+
+        outcome = TurnOutcome(StopReason.CANCELLED)
+        try:
+            with scope:
+                outcome = await self._turn(opened, prompt, emit, record, approver)
+        except LLMError as exc:
+            log.warning("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
+            outcome = TurnOutcome(StopReason.ERROR, str(exc))
+        except Term2Error as exc:
+            log.warning("turn failed", session_id=session_id, error=str(exc))
+            outcome = TurnOutcome(StopReason.ERROR, str(exc))
+        except Exception as exc:
+            log.exception("turn failed", session_id=session_id)
+            outcome = TurnOutcome(StopReason.ERROR, f"internal error: {exc}")
+        finally:
+            with anyio.CancelScope(shield=True):
+                if outcome.error is not None:
+                    await self._report_failure(outcome.error, emit, record)
+                await self._settle(opened, outcome, emit)
+        return outcome
+
+    async def _turn(self, opened, prompt, emit, record, approver) -> TurnOutcome:  # type: ignore[no-untyped-def]
+        session = opened.session
+        entries = [entry async for entry in self._store.history(session.session_id)]
+        user = UserMessage(new_id("user"), prompt)
+        await emit(UserMessageSent(user.message_id, prompt))
+        await record(user)
+        text = render_for_model(prompt)
+        opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
+        await self._store.save(opened.session)
+        llm = self._llm()
+        messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs()))]
+        messages += past_turns(entries)
+        messages.append(ChatMessage("user", text))
+        ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record)
+        return TurnOutcome(await run_loop(messages, llm, self._toolbox, ctx, self._limits))
+
+    async def _report_failure(self, error: str, emit, record) -> None:  # type: ignore[no-untyped-def]
+        message = AgentMessage(new_id("msg"), f"term2 could not finish this turn: {error}")
+        try:
+            await emit(MessageChunk(message.message_id, message.text))
+            await record(message)
+        except Exception:
+            log.exception("could not report a failed turn")
+
+    async def _settle(self, opened: OpenSession, outcome: TurnOutcome, emit) -> None:  # type: ignore[no-untyped-def]
+        """Release the session; the idle update goes out only now that the turn has really ended."""
+        opened.revision += 1
+        try:
+            opened.session = opened.session.with_state(SessionState.IDLE).touched(utc_now())
+            await self._store.save(opened.session)
+        except Exception:
+            log.exception("could not save settled session")
+        try:
+            await emit(StateChanged("idle", outcome.stop_reason))
+        except Exception:
+            log.exception("could not send the idle update")
+        finally:
+            opened.busy = False
+            opened.turn_scope = None
+            opened.settled.set()

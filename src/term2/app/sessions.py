@@ -1,0 +1,147 @@
+"""Session use cases: create, list, reopen, replay and close.
+
+An open session lives in the registry while a client works with it; its
+grants and its one foreground turn are process-local, while everything worth
+keeping goes to the store as it happens.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+from term2.app.clock import new_session_id, utc_now
+from term2.domain.errors import InvalidInput, NotFound
+from term2.domain.history import HistoryEntry
+from term2.domain.session import Session, SessionPage, SessionState
+from term2.domain.workspace import SessionAccess
+from term2.ports.session_store import InvalidCursor, SessionStore
+
+LIST_PAGE_SIZE = 50
+
+
+def canonical_cwd(cwd: object) -> str:
+    """Validate a client-supplied cwd and return its realpath."""
+    if not isinstance(cwd, str) or not cwd:
+        raise InvalidInput("cwd must be a non-empty string")
+    if "\x00" in cwd:
+        raise InvalidInput("cwd must not contain NUL bytes")
+    if not os.path.isabs(cwd):
+        raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
+    real = os.path.realpath(cwd)
+    if not os.path.exists(real):
+        raise InvalidInput(f"cwd does not exist: {cwd}")
+    if not os.path.isdir(real):
+        raise InvalidInput(f"cwd is not a directory: {cwd}")
+    return real
+
+
+@dataclass(eq=False)
+class OpenSession:
+    """A session a client is attached to in this process."""
+
+    session: Session
+    access: SessionAccess
+    busy: bool = False
+    turn_scope: anyio.CancelScope | None = None
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    revision: int = 0  # bumps whenever a pending interaction must become stale
+
+    def __post_init__(self) -> None:
+        self.settled.set()
+
+
+class SessionRegistry:
+    def __init__(self) -> None:
+        self._open: dict[str, OpenSession] = {}
+
+    def get(self, session_id: str) -> OpenSession | None:
+        return self._open.get(session_id)
+
+    def attach(self, session: Session) -> OpenSession:
+        current = self._open.get(session.session_id)
+        if current is not None:
+            return current
+        opened = OpenSession(session, SessionAccess(session.cwd))
+        self._open[session.session_id] = opened
+        return opened
+
+    def detach(self, session_id: str) -> None:
+        self._open.pop(session_id, None)
+
+    def all(self) -> list[OpenSession]:
+        return list(self._open.values())
+
+
+class SessionService:
+    def __init__(self, store: SessionStore, registry: SessionRegistry) -> None:
+        self._store = store
+        self._registry = registry
+
+    async def new(self, cwd: object) -> OpenSession:
+        root = canonical_cwd(cwd)
+        now = utc_now()
+        session = Session(new_session_id(), root, created_at=now, updated_at=now)
+        await self._store.create(session)
+        return self._registry.attach(session)
+
+    async def list(self, cwd: object | None, cursor: str | None) -> SessionPage:
+        root = canonical_cwd(cwd) if cwd is not None else None
+        try:
+            return await self._store.list(root, cursor, LIST_PAGE_SIZE)
+        except InvalidCursor as exc:
+            raise InvalidInput(f"invalid cursor: {exc}") from exc
+
+    async def reopen(self, session_id: str, cwd: object) -> OpenSession:
+        """Attach to a stored session (resume or load); the cwd must be the session's own."""
+        root = canonical_cwd(cwd)
+        opened = self._registry.get(session_id)
+        session = opened.session if opened else await self._store.get(session_id)
+        if session is None:
+            raise NotFound(f"unknown session: {session_id}")
+        if session.cwd != root:
+            raise InvalidInput(f"cwd {root} does not match the session's workspace {session.cwd}")
+        if session.state is SessionState.CLOSED:
+            session = session.with_state(SessionState.IDLE).touched(utc_now())
+            await self._store.save(session)
+        if opened is not None:
+            opened.session = session
+            return opened
+        return self._registry.attach(session)
+
+    def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
+        return self._store.history(session_id)
+
+    def attached(self, session_id: str) -> OpenSession:
+        opened = self._registry.get(session_id)
+        if opened is None:
+            raise NotFound(f"unknown or closed session: {session_id}")
+        return opened
+
+    async def close(self, session_id: str) -> bool:
+        """Cancel active work, wait for it to settle, then release the session.
+
+        Returns False when cancellation did not settle in time; the session is
+        closed all the same and the caller reports the failure.
+        """
+        opened = self._registry.get(session_id)
+        if opened is None:
+            if await self._store.get(session_id) is None:
+                raise NotFound(f"unknown session: {session_id}")
+            return True
+        opened.revision += 1
+        settled = True
+        if opened.turn_scope is not None:
+            opened.turn_scope.cancel()
+        with anyio.move_on_after(10) as waited:
+            await opened.settled.wait()
+        if waited.cancelled_caught:
+            settled = False
+        opened.access.reset()
+        self._registry.detach(session_id)
+        closed = opened.session.with_state(SessionState.CLOSED).touched(utc_now())
+        await self._store.save(closed)
+        return settled
