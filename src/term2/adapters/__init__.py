@@ -1,0 +1,1 @@
+"""Adapters: the ports implemented over real technology (stdio, litellm, bwrap, SQLite)."""
