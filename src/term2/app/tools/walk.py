@@ -99,6 +99,7 @@ def walk_entries(top: str) -> Iterator[tuple[str, bool]]:
     for folder, dirs, files in os.walk(top, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIPPED)
         for d in dirs:
-            yield os.path.join(folder, d), True
+            path = os.path.join(folder, d)
+            yield path, not os.path.islink(path)  # a link is listed, never entered
         for name in sorted(files):
             yield os.path.join(folder, name), False

@@ -1,0 +1,716 @@
+"""The built-in tools, driven through WorkspaceToolbox with small in-test fakes.
+
+Every denial path asserts that nothing was written and no command ran; every
+call asserts the statuses the client saw and the ones the history recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import jsonschema
+import pytest
+
+from term2.app.tools import WorkspaceToolbox
+from term2.app.tools.read import ReadFile
+from term2.app.tools.shell import MODEL_OUTPUT_LIMIT, cap_output
+from term2.domain.approval import Choice
+from term2.domain.history import (
+    DiffOutput,
+    HistoryEntry,
+    TerminalOutput,
+    TextOutput,
+    ToolCall,
+    ToolKind,
+    ToolStatus,
+)
+from term2.domain.workspace import SessionAccess
+from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
+from term2.ports.llm import ToolCallRequest
+from term2.ports.sandbox import (
+    CommandRequest,
+    CommandResult,
+    OutputSink,
+    SandboxFailed,
+    SandboxStatus,
+    SandboxUnavailable,
+)
+from term2.ports.tools import ToolContext
+from term2.ports.updates import SessionEvent, TerminalChunk, ToolCallChanged
+
+pytestmark = pytest.mark.anyio
+
+DENIALS: tuple[DenialReason, ...] = (
+    "rejected",
+    "cancelled",
+    "unknown_option",
+    "malformed",
+    "disconnected",
+    "stale",
+    "no_interaction",
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --- fakes -------------------------------------------------------------------
+
+
+@dataclass
+class FakeApprover:
+    """Answers every request the same way and remembers what was asked."""
+
+    answer: ApprovalDecision | Exception | None = None
+    hang: bool = False
+    requests: list[ApprovalRequest] = field(default_factory=list)
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.requests.append(request)
+        if self.hang:
+            await anyio.sleep_forever()
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        if self.answer is None:
+            return ApprovalDecision(Choice.ALLOW_ONCE)
+        return self.answer
+
+
+@dataclass
+class FakeSandbox:
+    """Records commands; streams `chunks`, then returns `result` or raises `error`."""
+
+    result: CommandResult = field(
+        default_factory=lambda: CommandResult(0, None, b"ok\n", False, False)
+    )
+    chunks: tuple[bytes, ...] = (b"ok\n",)
+    error: Exception | None = None
+    hang: bool = False
+    commands: list[CommandRequest] = field(default_factory=list)
+
+    async def run(
+        self, request: CommandRequest, on_output: OutputSink | None = None
+    ) -> CommandResult:
+        if self.error is not None:
+            raise self.error
+        self.commands.append(request)
+        for chunk in self.chunks:
+            if on_output is not None:
+                await on_output(chunk)
+        if self.hang:
+            await anyio.sleep_forever()
+        return self.result
+
+    async def status(self) -> SandboxStatus:
+        return SandboxStatus(True, "fake")
+
+
+@dataclass
+class Harness:
+    root: Path
+    outside: Path
+    approver: FakeApprover
+    sandbox: FakeSandbox
+    access: SessionAccess
+    events: list[SessionEvent] = field(default_factory=list)
+    records: list[HistoryEntry] = field(default_factory=list)
+    toolbox: WorkspaceToolbox = field(default_factory=WorkspaceToolbox)
+    counter: int = 0
+
+    def ctx(self) -> ToolContext:
+        async def emit(event: SessionEvent) -> None:
+            self.events.append(event)
+
+        async def record(entry: HistoryEntry) -> None:
+            self.records.append(entry)
+
+        return ToolContext(
+            "sess-1", self.access, self.approver, self.sandbox, emit, record
+        )
+
+    async def call(self, name: str, raw: str | None = None, **args: object) -> str:
+        self.counter += 1
+        text = raw if raw is not None else json.dumps(args)
+        return await self.toolbox.execute(
+            ToolCallRequest(f"call-{self.counter}", name, text), self.ctx()
+        )
+
+    def calls(self) -> list[ToolCall]:
+        return [e.call for e in self.events if isinstance(e, ToolCallChanged)]
+
+    def statuses(self) -> list[ToolStatus]:
+        return [c.status for c in self.calls()]
+
+    def recorded_statuses(self) -> list[ToolStatus]:
+        return [e.status for e in self.records if isinstance(e, ToolCall)]
+
+    def last(self) -> ToolCall:
+        return self.calls()[-1]
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    root = Path(os.path.realpath(root))
+    outside = Path(os.path.realpath(outside))
+    return Harness(
+        root, outside, FakeApprover(), FakeSandbox(), SessionAccess(str(root))
+    )
+
+
+DONE = [ToolStatus.PENDING, ToolStatus.IN_PROGRESS, ToolStatus.COMPLETED]
+FAILED_RUN = [ToolStatus.PENDING, ToolStatus.IN_PROGRESS, ToolStatus.FAILED]
+
+
+# --- toolbox shape -----------------------------------------------------------
+
+
+def test_specs_are_valid_json_schemas() -> None:
+    specs = WorkspaceToolbox().specs()
+    assert [s.name for s in specs] == [
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "write_file",
+        "edit_file",
+        "run_shell",
+    ]
+    for spec in specs:
+        jsonschema.Draft202012Validator.check_schema(spec.parameters)
+        assert spec.description
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        WorkspaceToolbox([ReadFile(), ReadFile()])
+
+
+async def test_statuses_are_emitted_and_recorded(h: Harness) -> None:
+    (h.root / "a.txt").write_text("x\n")
+    await h.call("read_file", path="a.txt")
+    assert h.statuses() == DONE
+    assert h.recorded_statuses() == DONE
+    firsts = [e.first for e in h.events if isinstance(e, ToolCallChanged)]
+    assert firsts == [True, False, False]
+    call = h.last()
+    assert call.kind is ToolKind.READ
+    assert call.raw_input == {"path": "a.txt"}
+    assert call.locations[0].path == str(h.root / "a.txt")
+    assert call.locations[0].line == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "needle"),
+    [
+        ("read_file", "{not json", "not valid JSON"),
+        ("read_file", "[1, 2]", "must be a JSON object"),
+        ("read_file", "{}", "missing required argument 'path'"),
+        ("read_file", '{"path": 3}', "'path' must be a string"),
+        ("read_file", '{"path": "a", "offset": 0}', "'offset' must be at least 1"),
+        ("edit_file", '{"path": "a", "old_string": "x"}', "'new_string'"),
+        ("grep", '{"pattern": "("}', "invalid regular expression"),
+        ("glob", '{"pattern": "../*"}', "must not contain '..'"),
+        ("run_shell", '{"command": "  "}', "must not be blank"),
+        ("no_such_tool", "{}", "no tool named 'no_such_tool'"),
+    ],
+)
+async def test_bad_calls_fail_without_raising(
+    h: Harness, name: str, raw: str, needle: str
+) -> None:
+    text = await h.call(name, raw=raw)
+    assert needle in text
+    assert text.startswith("Error:")
+    assert h.statuses() == [ToolStatus.PENDING, ToolStatus.FAILED]
+    assert h.recorded_statuses() == [ToolStatus.PENDING, ToolStatus.FAILED]
+    assert h.last().content == (TextOutput(text),)
+    assert not h.approver.requests and not h.sandbox.commands
+
+
+# --- read_file -----------------------------------------------------------------
+
+
+async def test_read_whole_file_and_ranges(h: Harness) -> None:
+    (h.root / "f.txt").write_text("".join(f"line{i}\n" for i in range(1, 11)))
+    whole = await h.call("read_file", path="f.txt")
+    assert whole.splitlines()[0] == "     1\tline1"
+    assert len(whole.splitlines()) == 10
+    part = await h.call("read_file", path=str(h.root / "f.txt"), offset=3, limit=2)
+    assert part == "     3\tline3\n     4\tline4\n"
+    assert h.last().locations[0].line == 3
+    tail = await h.call("read_file", path="f.txt", offset=10)
+    assert tail == "    10\tline10\n"
+    past = await h.call("read_file", path="f.txt", offset=11)
+    assert "past the end" in past and h.last().status is ToolStatus.FAILED
+
+
+async def test_read_refuses_binary_and_missing(h: Harness) -> None:
+    (h.root / "img.bin").write_bytes(b"\x89PNG\x00\x00data")
+    text = await h.call("read_file", path="img.bin")
+    assert "binary" in text and h.statuses()[-3:] == FAILED_RUN
+    missing = await h.call("read_file", path="nope.txt")
+    assert "not found" in missing and h.last().status is ToolStatus.FAILED
+    (h.root / "d").mkdir()
+    folder = await h.call("read_file", path="d")
+    assert "is a directory" in folder and h.last().status is ToolStatus.FAILED
+
+
+async def test_read_size_cap_is_marked(h: Harness) -> None:
+    (h.root / "big.txt").write_text("".join(f"{'x' * 90} {i}\n" for i in range(5000)))
+    h.toolbox = WorkspaceToolbox([ReadFile(limit_bytes=4096)])
+    text = await h.call("read_file", path="big.txt")
+    assert len(text.encode()) < 4096 + 200
+    assert "[truncated at 4.0 KiB; continue with offset=" in text
+    next_offset = int(text.rsplit("offset=", 1)[1].split("]")[0])
+    more = await h.call("read_file", path="big.txt", offset=next_offset, limit=1)
+    assert more.startswith(f"{next_offset:>6}\t")
+
+
+async def test_read_empty_file(h: Harness) -> None:
+    (h.root / "e.txt").write_text("")
+    assert await h.call("read_file", path="e.txt") == "(empty file)\n"
+
+
+# --- list_dir and glob -----------------------------------------------------------
+
+
+async def test_list_dir_skips_git(h: Harness) -> None:
+    (h.root / ".git").mkdir()
+    (h.root / "src").mkdir()
+    (h.root / "README").write_text("r")
+    os.symlink(h.root / "README", h.root / "link")
+    text = await h.call("list_dir")
+    assert text.splitlines() == ["README", f"link -> {h.root / 'README'}", "src/"]
+    assert h.statuses() == DONE
+
+
+async def test_list_dir_caps_entries(h: Harness) -> None:
+    for i in range(1005):
+        (h.root / f"f{i:04}").write_text("")
+    text = await h.call("list_dir", path=".")
+    assert "[truncated: showing 1000 of 1005 entries]" in text
+
+
+async def test_glob_recursive_and_skips_git(h: Harness) -> None:
+    (h.root / "src" / "pkg").mkdir(parents=True)
+    (h.root / ".git" / "objects").mkdir(parents=True)
+    (h.root / ".git" / "objects" / "x.py").write_text("")
+    (h.root / "top.py").write_text("")
+    (h.root / "src" / "a.py").write_text("")
+    (h.root / "src" / "pkg" / "b.py").write_text("")
+    (h.root / "src" / "c.txt").write_text("")
+    os.symlink(h.outside, h.root / "src" / "out")
+    (h.outside / "evil.py").write_text("")
+    text = await h.call("glob", pattern="**/*.py")
+    assert text.splitlines() == ["src/a.py", "src/pkg/b.py", "top.py"]
+    top_only = await h.call("glob", pattern="*.py")
+    assert top_only.splitlines() == ["top.py"]
+    in_src = await h.call("glob", pattern="*", path="src")
+    assert in_src.splitlines() == ["src/a.py", "src/c.txt", "src/out", "src/pkg/"]
+    none = await h.call("glob", pattern="*.rs")
+    assert none.startswith("No paths match")
+
+
+# --- grep --------------------------------------------------------------------------
+
+
+async def test_grep_reports_path_line_text(h: Harness) -> None:
+    (h.root / "src").mkdir()
+    (h.root / "src" / "a.py").write_text("import os\nTODO: fix\nx = 1\n")
+    (h.root / "b.txt").write_text("nothing\ntodo later\n")
+    text = await h.call("grep", pattern="TODO")
+    assert text == "src/a.py:2:TODO: fix\n"
+    both = await h.call("grep", pattern="todo", ignore_case=True)
+    assert both.splitlines() == ["b.txt:2:todo later", "src/a.py:2:TODO: fix"]
+    only_py = await h.call("grep", pattern="todo", ignore_case=True, include="*.py")
+    assert only_py.splitlines() == ["src/a.py:2:TODO: fix"]
+    one_file = await h.call("grep", pattern="^x", path="src/a.py")
+    assert one_file.splitlines() == ["src/a.py:3:x = 1"]
+
+
+async def test_grep_skips_git_binary_and_gitignored(h: Harness) -> None:
+    (h.root / ".git").mkdir()
+    (h.root / ".git" / "config").write_text("needle\n")
+    (h.root / "bin.dat").write_bytes(b"needle\x00\x01")
+    (h.root / "node_modules" / "lib").mkdir(parents=True)
+    (h.root / "node_modules" / "lib" / "x.js").write_text("needle\n")
+    (h.root / "build").mkdir()
+    (h.root / "build" / "out.txt").write_text("needle\n")
+    (h.root / "app.log").write_text("needle\n")
+    (h.root / "docs").mkdir()
+    (h.root / "docs" / "gen.md").write_text("needle\n")
+    (h.root / "keep.txt").write_text("needle\n")
+    (h.root / ".gitignore").write_text(
+        "# comment\nnode_modules/\n/build\n*.log\ndocs/gen.md\n!keep.txt\n"
+    )
+    text = await h.call("grep", pattern="needle")
+    assert text.splitlines()[0] == "keep.txt:1:needle"
+    assert "[1 binary, unreadable or large files skipped]" in text
+    assert "node_modules" not in text and "build" not in text and ".git/" not in text
+    assert "app.log" not in text and "gen.md" not in text
+
+
+async def test_grep_caps_matches(h: Harness) -> None:
+    (h.root / "many.txt").write_text("hit\n" * 500)
+    text = await h.call("grep", pattern="hit")
+    lines = text.splitlines()
+    assert len(lines) == 201
+    assert lines[-1].startswith("[truncated: more than 200 matches")
+
+
+async def test_grep_missing_path_fails(h: Harness) -> None:
+    text = await h.call("grep", pattern="x", path="missing")
+    assert "not found" in text and h.last().status is ToolStatus.FAILED
+
+
+# --- write_file and edit_file -----------------------------------------------------------
+
+
+async def test_write_creates_and_overwrites(h: Harness) -> None:
+    text = await h.call("write_file", path="new/dir/f.txt", content="one\n")
+    target = h.root / "new" / "dir" / "f.txt"
+    assert target.read_text() == "one\n"
+    assert text.startswith(f"Created {target} (+1 -0)")
+    assert h.last().content == (DiffOutput(str(target), None, "one\n"),)
+    assert h.last().kind is ToolKind.EDIT
+    await h.call("write_file", path="new/dir/f.txt", content="two\n")
+    assert target.read_text() == "two\n"
+    assert h.last().content == (DiffOutput(str(target), "one\n", "two\n"),)
+    assert h.statuses() == DONE + DONE
+    assert not h.approver.requests
+
+
+async def test_write_keeps_exact_bytes(h: Harness) -> None:
+    await h.call("write_file", path="crlf.txt", content="a\r\nb")
+    assert (h.root / "crlf.txt").read_bytes() == b"a\r\nb"
+    await h.call("write_file", path="empty.txt", content="")
+    assert (h.root / "empty.txt").read_bytes() == b""
+
+
+async def test_edit_exactly_once(h: Harness) -> None:
+    target = h.root / "code.py"
+    target.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
+    text = await h.call(
+        "edit_file", path="code.py", old_string="return 2", new_string="return 3"
+    )
+    assert target.read_text().endswith("return 3\n")
+    assert "-    return 2\n+    return 3\n" in text
+    call = h.last()
+    assert call.status is ToolStatus.COMPLETED
+    assert call.locations[0].line == 5
+    assert isinstance(call.content[0], DiffOutput)
+    assert (
+        call.content[0].old_text is not None and "return 2" in call.content[0].old_text
+    )
+
+
+async def test_edit_not_found_and_multiple_matches_change_nothing(h: Harness) -> None:
+    target = h.root / "code.py"
+    original = "x = 1\nx = 1\n"
+    target.write_text(original)
+    missing = await h.call(
+        "edit_file", path="code.py", old_string="y = 2", new_string="y = 3"
+    )
+    assert "was not found" in missing and h.last().status is ToolStatus.FAILED
+    many = await h.call(
+        "edit_file", path="code.py", old_string="x = 1", new_string="x = 2"
+    )
+    assert "matches 2 times" in many and "replace_all" in many
+    assert h.last().status is ToolStatus.FAILED
+    assert target.read_text() == original
+    same = await h.call("edit_file", path="code.py", old_string="x", new_string="x")
+    assert "identical" in same
+
+
+async def test_edit_replace_all(h: Harness) -> None:
+    target = h.root / "code.py"
+    target.write_text("a a a\n")
+    text = await h.call(
+        "edit_file", path="code.py", old_string="a", new_string="b", replace_all=True
+    )
+    assert target.read_text() == "b b b\n"
+    assert "3 replacements" in text
+
+
+async def test_edit_missing_and_non_text_files(h: Harness) -> None:
+    text = await h.call("edit_file", path="nope.py", old_string="a", new_string="b")
+    assert "use write_file" in text and h.last().status is ToolStatus.FAILED
+    assert not (h.root / "nope.py").exists()
+    (h.root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    latin = await h.call(
+        "edit_file", path="latin1.txt", old_string="caf", new_string="bar"
+    )
+    assert "not valid UTF-8" in latin
+    assert (h.root / "latin1.txt").read_bytes() == b"caf\xe9\n"
+
+
+# --- approvals ---------------------------------------------------------------------
+
+
+async def test_inside_root_needs_no_approval(h: Harness) -> None:
+    (h.root / "a.txt").write_text("a\n")
+    await h.call("read_file", path="a.txt")
+    await h.call("edit_file", path="a.txt", old_string="a", new_string="b")
+    await h.call("grep", pattern="b")
+    await h.call("list_dir")
+    assert not h.approver.requests
+
+
+async def test_read_outside_asks_with_read_options(h: Harness) -> None:
+    (h.outside / "s.txt").write_text("secret\n")
+    text = await h.call("read_file", path=str(h.outside / "s.txt"))
+    assert "secret" in text
+    (request,) = h.approver.requests
+    assert request.title == f"Allow reading {h.outside / 's.txt'}?"
+    assert request.session_id == "sess-1"
+    assert request.tool_call.status is ToolStatus.PENDING
+    assert request.command is None
+    assert [o.choice for o in request.options] == [
+        Choice.ALLOW_ONCE,
+        Choice.ALLOW_FOLDER_SESSION,
+        Choice.REJECT,
+    ]
+
+
+async def test_symlink_out_of_root_asks(h: Harness) -> None:
+    (h.outside / "s.txt").write_text("secret\n")
+    os.symlink(h.outside, h.root / "out")
+    h.approver.answer = ApprovalDecision(None, "rejected")
+    text = await h.call("read_file", path="out/s.txt")
+    assert "secret" not in text
+    assert h.approver.requests[0].title == f"Allow reading {h.outside / 's.txt'}?"
+
+
+async def test_edit_outside_asks_and_folder_grant_sticks(h: Harness) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_EDIT_FOLDER_SESSION)
+    target = h.outside / "sub" / "new.txt"
+    await h.call("write_file", path=str(target), content="x")
+    (request,) = h.approver.requests
+    assert request.title == f"Allow editing {target}?"
+    assert [o.choice for o in request.options] == [
+        Choice.ALLOW_ONCE,
+        Choice.ALLOW_EDIT_FILE_SESSION,
+        Choice.ALLOW_EDIT_FOLDER_SESSION,
+        Choice.REJECT,
+    ]
+    assert target.read_text() == "x"
+    # Later calls in the granted folder (even through a fresh context) do not ask.
+    await h.call("write_file", path=str(h.outside / "sub" / "other.txt"), content="y")
+    await h.call("edit_file", path=str(target), old_string="x", new_string="z")
+    assert len(h.approver.requests) == 1
+    # ... but the parent folder is not covered.
+    await h.call("write_file", path=str(h.outside / "top.txt"), content="t")
+    assert len(h.approver.requests) == 2
+
+
+async def test_file_grant_covers_only_that_file(h: Harness) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_EDIT_FILE_SESSION)
+    await h.call("write_file", path=str(h.outside / "a.txt"), content="a")
+    await h.call("write_file", path=str(h.outside / "a.txt"), content="b")
+    assert len(h.approver.requests) == 1
+    await h.call("write_file", path=str(h.outside / "b.txt"), content="b")
+    assert len(h.approver.requests) == 2
+
+
+async def test_allow_once_records_no_grant(h: Harness) -> None:
+    await h.call("write_file", path=str(h.outside / "a.txt"), content="a")
+    await h.call("write_file", path=str(h.outside / "a.txt"), content="b")
+    assert len(h.approver.requests) == 2
+
+
+@pytest.mark.parametrize("reason", DENIALS)
+async def test_every_denial_leaves_files_untouched(
+    h: Harness, reason: DenialReason
+) -> None:
+    h.approver.answer = ApprovalDecision(None, reason)
+    target = h.outside / "t.txt"
+    target.write_text("before\n")
+    text = await h.call(
+        "edit_file", path=str(target), old_string="before", new_string="after"
+    )
+    await h.call("write_file", path=str(h.outside / "new.txt"), content="x")
+    assert target.read_text() == "before\n"
+    assert not (h.outside / "new.txt").exists()
+    assert f"({reason}); the tool did not run." in text
+    expected = ToolStatus.CANCELLED if reason == "cancelled" else ToolStatus.FAILED
+    assert h.statuses() == [ToolStatus.PENDING, expected] * 2
+    assert h.recorded_statuses() == [ToolStatus.PENDING, expected] * 2
+    (content,) = h.last().content
+    assert isinstance(content, TextOutput) and "did not run" in content.text
+
+
+@pytest.mark.parametrize("reason", DENIALS)
+async def test_every_denial_runs_no_command(h: Harness, reason: DenialReason) -> None:
+    h.approver.answer = ApprovalDecision(None, reason)
+    text = await h.call("run_shell", command="rm -rf /")
+    assert not h.sandbox.commands
+    assert "did not run" in text
+    assert not any(isinstance(e, TerminalChunk) for e in h.events)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ApprovalDecision(Choice.UNSANDBOXED_ONCE),  # never offered
+        ApprovalDecision(Choice.ALLOW_REMEMBER),  # never offered
+        ApprovalDecision(Choice.ALLOW_EDIT_FILE_SESSION),  # not offered for execute
+        ApprovalDecision(Choice.REJECT),  # a reject passed as a "choice"
+        ApprovalDecision(None),  # no choice, no reason
+        RuntimeError("transport broke"),
+    ],
+)
+async def test_anything_but_an_offered_allow_is_a_denial(
+    h: Harness, answer: ApprovalDecision | Exception
+) -> None:
+    h.approver.answer = answer
+    text = await h.call("run_shell", command="echo hi")
+    assert not h.sandbox.commands
+    assert "did not run" in text
+    assert h.last().status is ToolStatus.FAILED
+    assert len(h.access.workspace.grants.folders) == 0
+
+
+# --- run_shell -----------------------------------------------------------------------
+
+
+async def test_shell_asks_every_time_without_a_grant(h: Harness) -> None:
+    await h.call("run_shell", command="ls")
+    await h.call("run_shell", command="ls")
+    assert len(h.approver.requests) == 2
+    request = h.approver.requests[0]
+    assert request.title == f"Allow running `ls` in {h.root}?"
+    assert request.command is not None
+    assert (request.command.command, request.command.cwd) == ("ls", str(h.root))
+    assert Choice.UNSANDBOXED_ONCE not in {o.choice for o in request.options}
+
+
+async def test_shell_folder_grant_sticks(h: Harness) -> None:
+    (h.root / "sub").mkdir()
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
+    await h.call("run_shell", command="ls")
+    await h.call("run_shell", command="make", cwd="sub")
+    assert len(h.approver.requests) == 1
+    assert [c.cwd for c in h.sandbox.commands] == [str(h.root), str(h.root / "sub")]
+
+
+async def test_shell_runs_through_sandbox_and_streams(h: Harness) -> None:
+    h.sandbox.chunks = (b"hel", b"lo\n")
+    h.sandbox.result = CommandResult(0, None, b"hello\n", False, False)
+    text = await h.call(
+        "run_shell", command="echo hello", timeout=5, sandbox="unsandboxed"
+    )
+    (request,) = h.sandbox.commands
+    assert request == CommandRequest(
+        "echo hello", str(h.root), str(h.root), 5.0, 256 * 1024
+    )
+    chunks = [e for e in h.events if isinstance(e, TerminalChunk)]
+    assert [c.data for c in chunks] == [b"hel", b"lo\n"]
+    assert {c.tool_call_id for c in chunks} == {"call-1"}
+    assert text == "Exit code: 0\nhello\n"
+    calls = h.calls()
+    assert [c.status for c in calls] == DONE
+    started = calls[1].content[0]
+    assert isinstance(started, TerminalOutput) and started.exit_code is None
+    assert chunks[0].terminal_id == started.terminal_id
+    final = calls[-1].content[0]
+    assert isinstance(final, TerminalOutput)
+    assert (final.output, final.exit_code, final.command) == (
+        "hello\n",
+        0,
+        "echo hello",
+    )
+    assert calls[-1].kind is ToolKind.EXECUTE
+    # Recorded as the model asked, but never honoured: the command ran sandboxed.
+    assert calls[-1].raw_input["sandbox"] == "unsandboxed"
+
+
+async def test_shell_nonzero_exit_and_timeouts(h: Harness) -> None:
+    h.sandbox.result = CommandResult(2, None, b"boom\n", False, False)
+    text = await h.call("run_shell", command="false")
+    assert text.startswith("Exit code: 2\n") and h.last().status is ToolStatus.FAILED
+    h.sandbox.result = CommandResult(None, 9, b"", False, True)
+    text = await h.call("run_shell", command="sleep 999", timeout=9999)
+    assert h.sandbox.commands[-1].timeout_s == 600.0
+    assert (
+        text.startswith("Timed out after 600 s")
+        and h.last().status is ToolStatus.FAILED
+    )
+    h.sandbox.result = CommandResult(None, 15, b"", False, False)
+    text = await h.call("run_shell", command="x")
+    assert text.startswith("Killed by signal SIGTERM")
+    final = h.last().content[0]
+    assert isinstance(final, TerminalOutput) and final.signal == "SIGTERM"
+
+
+async def test_shell_output_is_capped_with_marker(h: Harness) -> None:
+    big = b"a" * 50_000 + b"END"
+    h.sandbox.result = CommandResult(0, None, big, True, False)
+    text = await h.call("run_shell", command="yes")
+    assert "characters of output cut" in text
+    assert "[output truncated by the sandbox after 262144 bytes]" in text
+    assert "END" in text
+    assert len(text) < MODEL_OUTPUT_LIMIT + 200
+    assert cap_output("short") == "short"
+
+
+@pytest.mark.parametrize(
+    ("error", "needle"),
+    [
+        (SandboxUnavailable("bwrap not found"), "sandbox is unavailable"),
+        (SandboxFailed("namespace setup failed"), "sandbox failed to start"),
+    ],
+)
+async def test_shell_fails_closed_without_a_sandbox(
+    h: Harness, error: Exception, needle: str
+) -> None:
+    h.sandbox.error = error
+    text = await h.call("run_shell", command="ls", sandbox="unsandboxed")
+    assert needle in text and str(error) in text
+    assert "did not run" in text
+    assert h.statuses() == FAILED_RUN
+    assert not h.sandbox.commands
+
+
+async def test_shell_cwd_must_exist(h: Harness) -> None:
+    text = await h.call("run_shell", command="ls", cwd="missing")
+    assert "not an existing folder" in text
+    assert not h.sandbox.commands
+
+
+# --- cancellation ------------------------------------------------------------------------
+
+
+async def _cancel_soon(h: Harness, name: str, **args: object) -> None:
+    with anyio.move_on_after(0.2) as scope:
+        await h.call(name, raw=json.dumps(args))
+    assert scope.cancelled_caught
+
+
+async def test_cancel_mid_command_records_cancelled(h: Harness) -> None:
+    h.sandbox.hang = True
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
+    await _cancel_soon(h, "run_shell", command="sleep 100")
+    assert h.statuses() == [
+        ToolStatus.PENDING,
+        ToolStatus.IN_PROGRESS,
+        ToolStatus.CANCELLED,
+    ]
+    assert h.recorded_statuses()[-1] is ToolStatus.CANCELLED
+
+
+async def test_cancel_while_approval_pending_runs_nothing(h: Harness) -> None:
+    h.approver.hang = True
+    await _cancel_soon(h, "run_shell", command="rm -rf build")
+    assert not h.sandbox.commands
+    assert h.statuses() == [ToolStatus.PENDING, ToolStatus.CANCELLED]
+    assert h.recorded_statuses() == [ToolStatus.PENDING, ToolStatus.CANCELLED]
+    assert len(h.approver.requests) == 1
