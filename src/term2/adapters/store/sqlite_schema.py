@@ -100,6 +100,28 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bytes]:
     return conn, secret
 
 
+def is_writable(conn: sqlite3.Connection) -> bool:
+    """Whether this connection can write.
+
+    SQLite silently falls back to a read-only open when the file cannot be
+    opened for writing (immutable file, read-only mount). Such a connection
+    stays read-only even after the condition is fixed, so the store must know
+    to reopen it before the next write instead of failing that write too.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # BEGIN alone succeeds on a read-only file in WAL mode; a real
+        # (rolled back) page write is what fails.
+        conn.execute("UPDATE meta SET value = value WHERE key = ?", (SECRET_KEY,))
+    except sqlite3.OperationalError as exc:
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            return False
+        raise
+    finally:
+        conn.execute("ROLLBACK")
+    return True
+
+
 def _user_version(conn: sqlite3.Connection) -> int:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     return int(version)

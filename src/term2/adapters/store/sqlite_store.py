@@ -47,7 +47,7 @@ from term2.adapters.store.codec import (
     to_micros,
 )
 from term2.adapters.store.cursor import CursorSigner, Keyset
-from term2.adapters.store.sqlite_schema import open_database
+from term2.adapters.store.sqlite_schema import is_writable, open_database
 from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
 from term2.domain.history import HistoryEntry, entry_key
 from term2.domain.session import Session, SessionPage, SessionState
@@ -101,6 +101,7 @@ class SqliteSessionStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._signer: CursorSigner | None = None
+        self._writable = False
 
     @property
     def path(self) -> Path:
@@ -108,15 +109,27 @@ class SqliteSessionStore:
 
     # -- plumbing -------------------------------------------------------
 
-    def _open_locked(self) -> tuple[sqlite3.Connection, CursorSigner]:
+    def _open_locked(self, write: bool) -> tuple[sqlite3.Connection, CursorSigner]:
+        if write and self._conn is not None and not self._writable:
+            # Opened while the file was read-only: reopen, it may be fixed.
+            self._drop_locked()
         if self._conn is None or self._signer is None:
             try:
                 conn, secret = open_database(self._path)
+                try:
+                    self._writable = is_writable(conn)
+                except BaseException:
+                    conn.close()
+                    raise
             except (sqlite3.Error, OSError) as exc:
                 raise StoreUnavailable(
                     f"cannot open the session store at {self._path}: {exc}"
                 ) from exc
             self._conn, self._signer = conn, CursorSigner(secret)
+        if write and not self._writable:
+            raise StoreUnavailable(
+                f"session store at {self._path} is read-only (file or disk not writable)"
+            )
         return self._conn, self._signer
 
     def _drop_locked(self) -> None:
@@ -128,10 +141,13 @@ class SqliteSessionStore:
                 pass  # already broken; nothing more to release
 
     def _call_locked(
-        self, action: str, work: Callable[[sqlite3.Connection, CursorSigner], T]
+        self,
+        action: str,
+        work: Callable[[sqlite3.Connection, CursorSigner], T],
+        write: bool,
     ) -> T:
         with self._lock:
-            conn, signer = self._open_locked()
+            conn, signer = self._open_locked(write)
             try:
                 return work(conn, signer)
             except (sqlite3.Error, OSError) as exc:
@@ -145,9 +161,14 @@ class SqliteSessionStore:
                 ) from exc
 
     async def _call(
-        self, action: str, work: Callable[[sqlite3.Connection, CursorSigner], T]
+        self,
+        action: str,
+        work: Callable[[sqlite3.Connection, CursorSigner], T],
+        *,
+        write: bool = False,
     ) -> T:
-        return await anyio.to_thread.run_sync(partial(self._call_locked, action, work))
+        call = partial(self._call_locked, action, work, write)
+        return await anyio.to_thread.run_sync(call)
 
     # -- SessionStore ---------------------------------------------------
 
@@ -170,7 +191,7 @@ class SqliteSessionStore:
             if cursor.rowcount == 0:
                 raise InvalidInput(f"session {session.session_id!r} already exists")
 
-        await self._call("create session", work)
+        await self._call("create session", work, write=True)
 
     async def get(self, session_id: str) -> Session | None:
         def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
@@ -197,7 +218,7 @@ class SqliteSessionStore:
             if cursor.rowcount == 0:
                 raise NotFound(f"session {session.session_id!r} does not exist")
 
-        await self._call("save session", work)
+        await self._call("save session", work, write=True)
 
     async def append(self, session_id: str, entry: HistoryEntry) -> None:
         values = (session_id, entry_key(entry), encode_entry(entry), session_id)
@@ -213,7 +234,7 @@ class SqliteSessionStore:
             if cursor.rowcount == 0:
                 raise NotFound(f"session {session_id!r} does not exist")
 
-        await self._call("append history", work)
+        await self._call("append history", work, write=True)
 
     async def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         def plan(conn: sqlite3.Connection, _: CursorSigner) -> list[int]:
