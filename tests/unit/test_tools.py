@@ -481,6 +481,19 @@ async def test_read_outside_asks_with_read_options(h: Harness) -> None:
     ]
 
 
+async def test_read_folder_grant_covers_later_reads_and_listings(h: Harness) -> None:
+    (h.outside / "s.txt").write_text("secret\n")
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
+    await h.call("read_file", path=str(h.outside / "s.txt"))
+    await h.call("list_dir", path=str(h.outside))
+    await h.call("grep", pattern="secret", path=str(h.outside))
+    assert len(h.approver.requests) == 1
+    assert h.access.workspace.grants.folders == frozenset({str(h.outside)})
+    # A read grant is not an edit grant.
+    await h.call("write_file", path=str(h.outside / "s.txt"), content="x")
+    assert len(h.approver.requests) == 2
+
+
 async def test_symlink_out_of_root_asks(h: Harness) -> None:
     (h.outside / "s.txt").write_text("secret\n")
     os.symlink(h.outside, h.root / "out")
@@ -680,10 +693,16 @@ async def test_shell_fails_closed_without_a_sandbox(
     assert not h.sandbox.commands
 
 
-async def test_shell_cwd_must_exist(h: Harness) -> None:
-    text = await h.call("run_shell", command="ls", cwd="missing")
-    assert "not an existing folder" in text
-    assert not h.sandbox.commands
+async def test_shell_cwd_must_exist_inside_the_root(h: Harness) -> None:
+    missing = await h.call("run_shell", command="ls", cwd="missing")
+    assert "not an existing folder" in missing
+    outside = await h.call("run_shell", command="ls", cwd=str(h.outside))
+    assert "must be inside the workspace root" in outside
+    os.symlink(h.outside, h.root / "out")
+    via_link = await h.call("run_shell", command="ls", cwd="out")
+    assert "must be inside the workspace root" in via_link
+    assert not h.sandbox.commands and not h.approver.requests
+    assert h.statuses() == [ToolStatus.PENDING, ToolStatus.FAILED] * 3
 
 
 # --- cancellation ------------------------------------------------------------------------

@@ -23,9 +23,9 @@ from term2.app.tools.args import (
     required_str,
 )
 from term2.app.tools.base import Invocation, Outcome, ToolFailed
-from term2.app.tools.paths import resolve
+from term2.app.tools.paths import canonical_root, resolve
 from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
-from term2.domain.workspace import Access
+from term2.domain.workspace import Access, is_within
 from term2.ports.approval import CommandSubject
 from term2.ports.llm import ToolSpec
 from term2.ports.sandbox import (
@@ -86,6 +86,14 @@ class RunShell:
         if not command.strip():
             raise ArgumentError("argument 'command' must not be blank")
         cwd = resolve(root, optional_str(args, "cwd") or ".")
+        # The sandbox only ever starts inside the root it confines; asking the
+        # user to approve a folder it would refuse anyway helps nobody.
+        if not is_within(cwd, canonical_root(root)):
+            raise ArgumentError(
+                f"cwd must be inside the workspace root {root}; got {cwd}"
+            )
+        if not os.path.isdir(cwd):
+            raise ArgumentError(f"cwd {cwd} is not an existing folder")
         timeout = min(
             optional_number(args, "timeout") or self.default_timeout_s,
             self.max_timeout_s,
@@ -108,8 +116,6 @@ class RunShell:
     async def _run(
         self, command: str, cwd: str, timeout: float, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        if not os.path.isdir(cwd):
-            raise ToolFailed(f"cwd {cwd} is not an existing folder")
         terminal_id = terminal_id_for(call_id)
 
         async def forward(data: bytes) -> None:
@@ -117,7 +123,7 @@ class RunShell:
 
         request = CommandRequest(
             command=command,
-            root=ctx.access.workspace.root,
+            root=canonical_root(ctx.access.workspace.root),
             cwd=cwd,
             timeout_s=timeout,
             output_limit=SANDBOX_OUTPUT_LIMIT,
