@@ -1,0 +1,73 @@
+"""Loading, taming and shutting down the litellm library.
+
+litellm costs ~2.7 s and ~3k modules to import, fetches a cost map over the
+network unless told otherwise, and prints banners and DEBUG logs to stdout,
+which on an ACP server is the JSON-RPC channel. So it is imported lazily, once,
+with offline env vars set first and its loggers rerouted to stderr right after.
+`preload()` lets the server pay the import in a worker thread, off the
+`initialize` path.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from typing import Any
+
+import anyio.to_thread
+
+_OFFLINE_ENV = {
+    "LITELLM_OFFLINE_MODE": "true",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_DISABLE_BUG_REPORT_LINK": "true",
+}
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+@functools.cache
+def load_litellm() -> Any:
+    """Import and configure litellm exactly once; returns the module (untyped)."""
+    for key, value in _OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    import litellm
+
+    litellm.suppress_debug_info = (
+        True  # the "Give Feedback / Provider List" banners go to stdout
+    )
+    litellm.disable_hf_tokenizer_download = True
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    for name in _LITELLM_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [
+            handler
+        ]  # drop litellm's handler that writes sub-WARNING to stdout
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+    return litellm
+
+
+def is_loaded() -> bool:
+    """True once `load_litellm` has run; shutdown must not import litellm just to close it."""
+    return load_litellm.cache_info().currsize > 0
+
+
+async def preload() -> None:
+    """Import litellm in a worker thread so the event loop stays responsive meanwhile."""
+    await anyio.to_thread.run_sync(load_litellm)
+
+
+async def shutdown_litellm() -> None:
+    """Stop litellm's logging worker task and close its cached HTTP clients, if it was loaded."""
+    if not is_loaded():
+        return
+    litellm = load_litellm()
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    await GLOBAL_LOGGING_WORKER.stop(timeout=1.0)
+    await litellm.close_litellm_async_clients()
+    # litellm keeps the closed clients cached and would hand them out again
+    # ("client has been closed"); forget them so a later call builds fresh ones.
+    litellm.in_memory_llm_clients_cache.flush_cache()

@@ -1,0 +1,788 @@
+"""A scriptable fake LLM HTTP server speaking OpenAI and Anthropic streaming wire formats.
+
+Why: term2 must be tested end to end (litellm included) without a network or a
+real model, and the tests must be able to make the "model" ask for tool calls,
+fail with provider-shaped errors, stall, or stream slowly enough to be cancelled.
+
+Routes
+  POST /v1/chat/completions, /chat/completions   OpenAI chat-completions (SSE when "stream")
+  POST /v1/messages, /messages                   Anthropic Messages (SSE when "stream")
+  POST /_script   body: one reply object or a list of them; appended to the queue
+  POST /_reset    clear the queue and the recorded requests
+  GET  /_requests recorded requests (path, protocol, model, body, status, disconnected)
+  GET  /_health   "ok"
+
+A reply (every key optional):
+  {"text": "Hello", "chunks": 3,            # text split into N pieces (default: per word)
+   "thought": "...", "thought_chunks": N,   # reasoning / thinking deltas, sent first
+   "tool_calls": [{"name": "write_file", "arguments": {...} or "raw json", "id": "..."}],
+   "arg_chunks": 3,                         # fragments per tool-call argument string
+   "finish": "stop|tool_calls|length|content_filter",  # default: tool_calls if any, else stop
+   "status": 401|429|500|400|...,           # error reply with a provider-shaped JSON body
+   "error_message": "...",                  # override the error body's message
+   "error_after": N,                        # send N content deltas, then an in-stream error
+   "delay_first_byte": 0.0, "chunk_delay": 0.0,
+   "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
+   "usage": {"input_tokens": 12, "output_tokens": 5}}  # or prompt_tokens/completion_tokens
+
+With an empty queue the reply is "echo: <last user text>" (or "echo tool: <result>"
+after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
+yields that error, as a fallback for clients that cannot push a script.
+
+CLI: python -m tests.fakes.llm_server [--host 127.0.0.1] [--port 0]
+                                       [--port-file F] [--script replies.json]
+The bound port is printed on stdout and, if asked, written to F (atomically).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import select
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+Reply = dict[str, Any]
+
+_OPENAI_PATHS = {"/v1/chat/completions", "/chat/completions"}
+_ANTHROPIC_PATHS = {"/v1/messages", "/messages"}
+_MODEL_STATUS = re.compile(r"fake-(\d{3})$")
+
+_OPENAI_ERRORS = {
+    400: ("invalid_request_error", "invalid_request", "Bad request (fake)."),
+    401: (
+        "invalid_request_error",
+        "invalid_api_key",
+        "Incorrect API key provided (fake).",
+    ),
+    403: ("invalid_request_error", "permission_denied", "Permission denied (fake)."),
+    404: (
+        "invalid_request_error",
+        "model_not_found",
+        "The model does not exist (fake).",
+    ),
+    429: ("requests", "rate_limit_exceeded", "Rate limit reached (fake)."),
+    500: ("server_error", "server_error", "The server had an error (fake)."),
+    503: ("server_error", "overloaded", "The server is overloaded (fake)."),
+}
+_ANTHROPIC_ERRORS = {
+    400: ("invalid_request_error", "Bad request (fake)."),
+    401: ("authentication_error", "invalid x-api-key (fake)"),
+    403: ("permission_error", "Permission denied (fake)."),
+    404: ("not_found_error", "model not found (fake)"),
+    413: ("request_too_large", "Request too large (fake)."),
+    429: ("rate_limit_error", "Rate limit reached (fake)."),
+    500: ("api_error", "Internal server error (fake)."),
+    529: ("overloaded_error", "Overloaded (fake)."),
+}
+_ANTHROPIC_STOP = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+class ClientGone(Exception):
+    """The client closed the connection while we were streaming to it."""
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the server saw it, and how its response ended."""
+
+    index: int
+    path: str
+    protocol: str
+    model: str
+    body: Any
+    headers: dict[str, str]
+    started_at: float
+    status: str = "open"  # open | completed | disconnected | error
+    disconnected_at: float | None = None
+    finished_at: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "path": self.path,
+            "protocol": self.protocol,
+            "model": self.model,
+            "body": self.body,
+            "headers": self.headers,
+            "status": self.status,
+            "disconnected": self.status == "disconnected",
+            "started_at": self.started_at,
+            "disconnected_at": self.disconnected_at,
+            "finished_at": self.finished_at,
+        }
+
+
+@dataclass
+class FakeLLMState:
+    """Thread-safe reply queue and request log shared by all handler threads."""
+
+    replies: deque[Reply] = field(default_factory=deque)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    lock: threading.Condition = field(default_factory=threading.Condition)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def push(self, *replies: Reply) -> None:
+        with self.lock:
+            self.replies.extend(replies)
+
+    def next_reply(self) -> Reply | None:
+        with self.lock:
+            return self.replies.popleft() if self.replies else None
+
+    def record(
+        self, path: str, protocol: str, body: Any, headers: dict[str, str]
+    ) -> RecordedRequest:
+        model = body.get("model", "") if isinstance(body, dict) else ""
+        with self.lock:
+            rec = RecordedRequest(
+                len(self.requests),
+                path,
+                protocol,
+                str(model),
+                body,
+                headers,
+                time.monotonic(),
+            )
+            self.requests.append(rec)
+            self.lock.notify_all()
+            return rec
+
+    def finish(self, rec: RecordedRequest, status: str) -> None:
+        with self.lock:
+            rec.status = status
+            rec.finished_at = time.monotonic()
+            if status == "disconnected":
+                rec.disconnected_at = rec.finished_at
+            self.lock.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        with self.lock:
+            return self.lock.wait_for(predicate, timeout)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.replies.clear()
+            self.requests.clear()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _split_even(text: str, n: int) -> list[str]:
+    if not text:
+        return []
+    n = max(1, min(n, len(text)))
+    size, extra = divmod(len(text), n)
+    out, pos = [], 0
+    for i in range(n):
+        step = size + (1 if i < extra else 0)
+        out.append(text[pos : pos + step])
+        pos += step
+    return out
+
+
+def _pieces(text: str, chunks: int | None) -> list[str]:
+    if chunks is not None:
+        return _split_even(text, int(chunks))
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "tool_result":
+                parts.append(_text_of(part.get("content", "")))
+        return "".join(parts)
+    return ""
+
+
+def default_reply(body: Any) -> Reply:
+    """Deterministic answer derived from the conversation, used when no script is queued."""
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    if not messages:
+        return {"text": "echo: "}
+    last = messages[-1]
+    content = last.get("content")
+    is_tool = last.get("role") == "tool" or (
+        isinstance(content, list)
+        and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content)
+    )
+    if is_tool:
+        return {"text": "echo tool: " + _text_of(content)[:200]}
+    for msg in reversed(messages):
+        if msg.get("role") == "user":
+            return {"text": "echo: " + _text_of(msg.get("content"))}
+    return {"text": "echo: "}
+
+
+def _usage(reply: Reply, deltas: int) -> tuple[int, int]:
+    usage = reply.get("usage") or {}
+    inp = usage.get("input_tokens", usage.get("prompt_tokens", 10))
+    out = usage.get("output_tokens", usage.get("completion_tokens", deltas))
+    return int(inp), int(out)
+
+
+def _finish(reply: Reply) -> str:
+    return str(
+        reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop")
+    )
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    args = call.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+# --------------------------------------------------------------------------- handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeLLM/1.0"
+    state: FakeLLMState  # set on the subclass built per server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging; tests read /_requests instead."""
+
+    # ---- routing
+
+    def do_GET(self) -> None:
+        if self.path == "/_requests":
+            with self.state.lock:
+                data = [r.to_json() for r in self.state.requests]
+            self._send_json(200, data)
+        elif self.path == "/_health":
+            self._send_json(200, "ok")
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        body = self._read_body()
+        if path == "/_script":
+            replies = body if isinstance(body, list) else [body]
+            self.state.push(*replies)
+            self._send_json(200, {"queued": len(replies)})
+        elif path == "/_reset":
+            self.state.reset()
+            self._send_json(200, {"reset": True})
+        elif path in _OPENAI_PATHS:
+            self._serve("openai", path, body)
+        elif path in _ANTHROPIC_PATHS:
+            self._serve("anthropic", path, body)
+        else:
+            self.state.record(path, "unknown", body, self._headers())
+            self._send_json(404, {"error": {"message": f"no route {path}"}})
+
+    # ---- plumbing
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError:
+            return {"_raw": raw.decode("utf-8", "replace")}
+
+    def _headers(self) -> dict[str, str]:
+        keep = (
+            "authorization",
+            "x-api-key",
+            "anthropic-version",
+            "anthropic-beta",
+            "user-agent",
+        )
+        return {k.lower(): v for k, v in self.headers.items() if k.lower() in keep}
+
+    def _send_json(self, status: int, data: Any) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, but notice at once if the client hangs up (that is what tests assert)."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self.state.stopping.is_set():
+                raise ClientGone
+            ready, _, _ = select.select([self.connection], [], [], min(remaining, 0.05))
+            if not ready:
+                continue
+            try:
+                peek = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                raise ClientGone from None
+            if not peek:
+                raise ClientGone
+            time.sleep(min(remaining, 0.05))  # pipelined bytes pending: do not spin
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        except OSError:
+            raise ClientGone from None
+
+    # ---- serving a model request
+
+    def _serve(self, protocol: str, path: str, body: Any) -> None:
+        rec = self.state.record(path, protocol, body, self._headers())
+        reply = (
+            self.state.next_reply()
+            or _model_convention(rec.model)
+            or default_reply(body)
+        )
+        try:
+            self._pause(float(reply.get("delay_first_byte", 0.0)))
+            if reply.get("status"):
+                self._send_error_reply(protocol, reply)
+                self.state.finish(rec, "error")
+                return
+            emitter = (
+                _OpenAIEmitter(reply, rec)
+                if protocol == "openai"
+                else _AnthropicEmitter(reply, rec)
+            )
+            if not (isinstance(body, dict) and body.get("stream")):
+                self._send_json(200, emitter.whole_response())
+                self.state.finish(rec, "completed")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            include_usage = bool(
+                (body.get("stream_options") or {}).get("include_usage")
+            )
+            self._stream(emitter.frames(include_usage), reply)
+            self._write(b"")  # terminating zero-length chunk
+            self.state.finish(rec, "completed")
+        except ClientGone:
+            self.state.finish(rec, "disconnected")
+            self.close_connection = True
+        except OSError:
+            self.state.finish(rec, "disconnected")
+            self.close_connection = True
+
+    def _stream(self, frames: Iterator[tuple[bytes, bool]], reply: Reply) -> None:
+        delay = float(reply.get("chunk_delay", 0.0))
+        stall_after = reply.get("stall_after")
+        error_after = reply.get("error_after")
+        sent = 0
+        for frame, is_content in frames:
+            if is_content and error_after is not None and sent >= int(error_after):
+                self._write(_stream_error_frame(self._protocol_of(reply), reply))
+                return
+            if is_content and sent and delay:
+                self._pause(delay)
+            self._write(frame)
+            if is_content:
+                sent += 1
+                if stall_after is not None and sent == int(stall_after):
+                    self._pause(float(reply.get("stall_seconds", 30.0)))
+
+    def _protocol_of(self, reply: Reply) -> str:
+        return (
+            "anthropic" if self.path.split("?", 1)[0] in _ANTHROPIC_PATHS else "openai"
+        )
+
+    def _send_error_reply(self, protocol: str, reply: Reply) -> None:
+        status = int(reply["status"])
+        if protocol == "openai":
+            etype, code, message = _OPENAI_ERRORS.get(
+                status, ("server_error", "error", "Error (fake).")
+            )
+            body: Any = {
+                "error": {
+                    "message": reply.get("error_message", message),
+                    "type": etype,
+                    "param": None,
+                    "code": code,
+                }
+            }
+        else:
+            etype, message = _ANTHROPIC_ERRORS.get(
+                status, ("api_error", "Error (fake).")
+            )
+            body = {
+                "type": "error",
+                "error": {
+                    "type": etype,
+                    "message": reply.get("error_message", message),
+                },
+            }
+        self._send_json(status, body)
+
+
+def _model_convention(model: str) -> Reply | None:
+    match = _MODEL_STATUS.search(model)
+    return {"status": int(match.group(1))} if match else None
+
+
+def _stream_error_frame(protocol: str, reply: Reply) -> bytes:
+    message = reply.get("error_message", "Overloaded (fake).")
+    if protocol == "anthropic":
+        data = {
+            "type": "error",
+            "error": {"type": "overloaded_error", "message": message},
+        }
+        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
+    data = {
+        "error": {"message": message, "type": "server_error", "code": "server_error"}
+    }
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+# --------------------------------------------------------------------------- wire formats
+
+
+class _OpenAIEmitter:
+    """Turns a reply into chat.completion.chunk SSE frames (flag: is it a content delta)."""
+
+    def __init__(self, reply: Reply, rec: RecordedRequest) -> None:
+        self.reply, self.rec = reply, rec
+        self.base = {
+            "id": f"chatcmpl-fake-{rec.index}",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": rec.model or "fake-model",
+            "system_fingerprint": None,
+        }
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return (
+            b"data: "
+            + json.dumps({**self.base, "choices": [choice]}).encode()
+            + b"\n\n"
+        )
+
+    def _call_id(self, i: int, call: dict[str, Any]) -> str:
+        return str(call.get("id") or f"call_{self.rec.index}_{i}")
+
+    def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]:
+        reply = self.reply
+        yield self._chunk({"role": "assistant", "content": ""}), False
+        deltas = 0
+        for piece in _pieces(reply.get("thought", ""), reply.get("thought_chunks")):
+            deltas += 1
+            yield self._chunk({"reasoning_content": piece}), True
+        for piece in _pieces(reply.get("text", ""), reply.get("chunks")):
+            deltas += 1
+            yield self._chunk({"content": piece}), True
+        for i, call in enumerate(reply.get("tool_calls") or []):
+            head = {"index": i, "id": self._call_id(i, call), "type": "function"}
+            head["function"] = {"name": call["name"], "arguments": ""}
+            deltas += 1
+            yield self._chunk({"tool_calls": [head]}), True
+            for frag in _split_even(_arguments(call), int(reply.get("arg_chunks", 3))):
+                deltas += 1
+                yield (
+                    self._chunk(
+                        {"tool_calls": [{"index": i, "function": {"arguments": frag}}]}
+                    ),
+                    True,
+                )
+        yield self._chunk({}, _finish(reply)), False
+        if include_usage:
+            inp, out = _usage(reply, deltas)
+            usage = {
+                "prompt_tokens": inp,
+                "completion_tokens": out,
+                "total_tokens": inp + out,
+            }
+            yield (
+                b"data: "
+                + json.dumps({**self.base, "choices": [], "usage": usage}).encode()
+                + b"\n\n",
+                False,
+            )
+        yield b"data: [DONE]\n\n", False
+
+    def whole_response(self) -> dict[str, Any]:
+        reply = self.reply
+        calls = [
+            {
+                "id": self._call_id(i, c),
+                "type": "function",
+                "function": {"name": c["name"], "arguments": _arguments(c)},
+            }
+            for i, c in enumerate(reply.get("tool_calls") or [])
+        ]
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.get("text", ""),
+        }
+        if calls:
+            message["tool_calls"] = calls
+        inp, out = _usage(reply, 1)
+        return {
+            **self.base,
+            "object": "chat.completion",
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": _finish(reply)}
+            ],
+            "usage": {
+                "prompt_tokens": inp,
+                "completion_tokens": out,
+                "total_tokens": inp + out,
+            },
+        }
+
+
+class _AnthropicEmitter:
+    """Turns a reply into Anthropic Messages SSE events (thinking, text, tool_use blocks)."""
+
+    def __init__(self, reply: Reply, rec: RecordedRequest) -> None:
+        self.reply, self.rec = reply, rec
+
+    @staticmethod
+    def _event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    def _call_id(self, i: int, call: dict[str, Any]) -> str:
+        return str(call.get("id") or f"toolu_{self.rec.index}_{i}")
+
+    def _block(
+        self, index: int, block: dict[str, Any], deltas: list[dict[str, Any]]
+    ) -> Iterator[tuple[bytes, bool]]:
+        """One content block: start, its deltas (content deltas flagged True), stop."""
+        is_tool = block["type"] == "tool_use"
+        start = {"type": "content_block_start", "index": index, "content_block": block}
+        yield self._event("content_block_start", start), is_tool
+        for delta in deltas:
+            data = {"type": "content_block_delta", "index": index, "delta": delta}
+            yield (
+                self._event("content_block_delta", data),
+                delta["type"] != "signature_delta",
+            )
+        stop = {"type": "content_block_stop", "index": index}
+        yield self._event("content_block_stop", stop), False
+
+    def _blocks(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        reply = self.reply
+        if thought := reply.get("thought", ""):
+            pieces = _pieces(thought, reply.get("thought_chunks"))
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces]
+            deltas.append({"type": "signature_delta", "signature": "fake-signature"})
+            yield {"type": "thinking", "thinking": ""}, deltas
+        if text := reply.get("text", ""):
+            pieces = _pieces(text, reply.get("chunks"))
+            yield (
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": p} for p in pieces],
+            )
+        for i, call in enumerate(reply.get("tool_calls") or []):
+            block = {
+                "type": "tool_use",
+                "id": self._call_id(i, call),
+                "name": call["name"],
+                "input": {},
+            }
+            frags = _split_even(_arguments(call), int(reply.get("arg_chunks", 3)))
+            yield (
+                block,
+                [{"type": "input_json_delta", "partial_json": f} for f in frags],
+            )
+
+    def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]:
+        del include_usage  # Anthropic always reports usage
+        reply = self.reply
+        inp, _ = _usage(reply, 0)
+        message = {
+            "id": f"msg_fake_{self.rec.index}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.rec.model or "fake-model",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": inp, "output_tokens": 1},
+        }
+        yield (
+            self._event("message_start", {"type": "message_start", "message": message}),
+            False,
+        )
+        deltas = 0
+        for index, (block, block_deltas) in enumerate(self._blocks()):
+            for frame, is_content in self._block(index, block, block_deltas):
+                deltas += is_content
+                yield frame, is_content
+        _, out = _usage(reply, deltas)
+        stop = _ANTHROPIC_STOP.get(_finish(reply), _finish(reply))
+        delta_msg = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": out},
+        }
+        yield self._event("message_delta", delta_msg), False
+        yield self._event("message_stop", {"type": "message_stop"}), False
+
+    def whole_response(self) -> dict[str, Any]:
+        reply = self.reply
+        content: list[dict[str, Any]] = []
+        if reply.get("text"):
+            content.append({"type": "text", "text": reply["text"]})
+        for i, call in enumerate(reply.get("tool_calls") or []):
+            args = call.get("arguments", {})
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": self._call_id(i, call),
+                    "name": call["name"],
+                    "input": json.loads(args) if isinstance(args, str) else args,
+                }
+            )
+        inp, out = _usage(reply, 1)
+        return {
+            "id": f"msg_fake_{self.rec.index}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.rec.model or "fake-model",
+            "content": content,
+            "stop_reason": _ANTHROPIC_STOP.get(_finish(reply), _finish(reply)),
+            "stop_sequence": None,
+            "usage": {"input_tokens": inp, "output_tokens": out},
+        }
+
+
+# --------------------------------------------------------------------------- server
+
+
+class FakeLLMServer:
+    """In-process handle: start/stop, push replies, read requests, await disconnects."""
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, script: list[Reply] | None = None
+    ) -> None:
+        self.state = FakeLLMState()
+        if script:
+            self.state.push(*script)
+        handler = type("BoundHandler", (_Handler,), {"state": self.state})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """Root URL; OpenAI clients want base_url + "/v1", Anthropic clients the root."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self.state.lock:
+            return list(self.state.requests)
+
+    def push(self, *replies: Reply) -> None:
+        self.state.push(*replies)
+
+    def wait_for_request(self, count: int = 1, timeout: float = 5.0) -> bool:
+        return self.state.wait_for(lambda: len(self.state.requests) >= count, timeout)
+
+    def wait_until_closed(
+        self, index: int = -1, timeout: float = 5.0
+    ) -> RecordedRequest | None:
+        """Wait until request `index` ended (completed, errored or disconnected)."""
+
+        def done() -> bool:
+            reqs = self.state.requests
+            return bool(reqs) and reqs[index].status != "open"
+
+        return (
+            self.state.requests[index] if self.state.wait_for(done, timeout) else None
+        )
+
+    def start(self) -> FakeLLMServer:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="fake-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.state.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def start_fake_llm(script: list[Reply] | None = None) -> Iterator[FakeLLMServer]:
+    """Run a fake LLM server on 127.0.0.1:<free port> for the duration of the block."""
+    server = FakeLLMServer(script=script).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def load_script(path: str | os.PathLike[str]) -> list[Reply]:
+    """A script file holds a list of replies, or {"replies": [...]}."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    replies = data.get("replies", []) if isinstance(data, dict) else data
+    return list(replies)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Fake LLM server (OpenAI + Anthropic SSE)"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", help="write the bound port here once listening")
+    parser.add_argument("--script", help="JSON file with the initial reply queue")
+    args = parser.parse_args(argv)
+    server = FakeLLMServer(
+        args.host, args.port, load_script(args.script) if args.script else None
+    )
+    if args.port_file:
+        tmp = Path(args.port_file + ".tmp")
+        tmp.write_text(str(server.port), encoding="utf-8")
+        tmp.replace(args.port_file)
+    sys.stdout.write(f"{server.port}\n")
+    sys.stdout.flush()
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.state.stopping.set()
+        server.httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
