@@ -167,8 +167,11 @@ def _run_and_kill(path: Path, start: int, kill_after: int) -> list[int]:
     child.send_signal(signal.SIGKILL)
     rest, _ = child.communicate(timeout=30)
     assert child.returncode == -signal.SIGKILL
-    # Lines the child wrote before dying were written after their commit.
-    reported += [int(line) for line in rest.splitlines() if line.strip()]
+    # Lines the child wrote before dying were written after their commit; a
+    # line cut short by the kill is not a report.
+    reported += [
+        int(line) for line in rest.splitlines(keepends=True) if line.endswith("\n")
+    ]
     return reported
 
 
