@@ -22,7 +22,6 @@ from term2.app.model_resolution import resolve_model
 from term2.app.prompting import PromptService
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.tools.toolbox import WorkspaceToolbox
-from term2.adapters.acp.server import Services
 from term2.domain.errors import ModelNotConfigured
 from term2.domain.turn import TurnLimits
 from term2.ports.llm import LLMProvider, ProviderSettings
@@ -88,10 +87,6 @@ class Container(containers.DeclarativeContainer):
 def build_container(settings: Settings, env: Mapping[str, str] | None = None) -> Container:
     container = Container(settings=settings, env=dict(env if env is not None else os.environ))
     return container
-
-
-def services_of(container: Container) -> Services:
-    return Services(sessions=container.sessions(), prompts=container.prompts(), registry=container.registry())
 
 
 async def preload_llm(container: Any) -> None:

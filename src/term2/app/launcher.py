@@ -46,8 +46,8 @@ def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
 def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     settings = prepare(argv, env)
     from term2.adapters.logging_setup import configure_logging
-    from term2.app.serve import exit_now, run_acp
 
-    configure_logging()
-    code = run_acp(settings, env)
-    exit_now(code)
+    configure_logging()  # before any module imports structlog
+    from term2.app.serve import run_acp
+
+    run_acp(settings, env)

@@ -1,8 +1,9 @@
 """`term2 acp`: wire the stdio connection, serve until EOF or a signal, shut down in bounded time.
 
 The protocol server answers `initialize` as soon as the process is up; the
-application behind it (store, tools, the DI container) is built in a worker
-thread meanwhile, and litellm is imported only once a session exists.
+application behind it (the DI container, pydantic, the store, the tools) is
+built in a worker thread meanwhile, and litellm is imported only once a
+session exists, so an idle editor connection stays small.
 """
 
 from __future__ import annotations
@@ -11,60 +12,74 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
 from term2 import __version__
 from term2.adapters.acp.connection import JsonRpcConnection
-from term2.adapters.acp.server import AcpServer, AgentInfo, Services
+from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.adapters.acp.stdio import StdioTransport, guard_stdout
+from term2.adapters.acp.updates import AcpUpdateSink
 from term2.app.config import Settings
+
+if TYPE_CHECKING:
+    from term2.adapters.acp.session_methods import SessionMethods
 
 SHUTDOWN_GRACE_S = 2.0
 
 
 class _Application:
-    """Builds the services once, off the event loop, and closes them at the end."""
+    """Builds the container once, off the event loop, and closes it at the end."""
 
-    def __init__(self, settings: Settings, env: Mapping[str, str]) -> None:
+    def __init__(self, settings: Settings, env: Mapping[str, str], tg: TaskGroup) -> None:
         self._settings = settings
         self._env = env
+        self._tg = tg
         self._ready = anyio.Event()
-        self._services: Services | None = None
+        self._container: Any = None
         self._error: BaseException | None = None
-        self._container: object | None = None
         self._preloading = False
 
     async def build(self) -> None:
         try:
-            self._container, self._services = await anyio.to_thread.run_sync(self._build_sync)
-        except BaseException as exc:  # reported to every request that needs the services
+            # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
+            self._container = await anyio.to_thread.run_sync(self._build_sync, abandon_on_cancel=True)
+        except Exception as exc:  # reported to every request that needs the application
             self._error = exc
-            raise
+            import structlog
+
+            structlog.get_logger("term2").exception("startup failed")
         finally:
             self._ready.set()
 
-    def _build_sync(self) -> tuple[object, Services]:
-        from term2.app.container import build_container, services_of
+    def _build_sync(self) -> Any:
+        from term2.adapters.acp import session_methods  # noqa: F401  (load it off the event loop)
+        from term2.app.container import build_container
 
-        container = build_container(self._settings, self._env)
-        return container, services_of(container)
+        return build_container(self._settings, self._env)
 
-    async def services(self) -> Services:
+    async def methods(self, connection: JsonRpcConnection, version: int, sink: AcpUpdateSink) -> SessionMethods:
         await self._ready.wait()
-        if self._services is None:
+        if self._container is None:
             from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
 
             raise RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
-        return self._services
+        from term2.adapters.acp.session_methods import SessionMethods
 
-    def preload_llm(self, tg: anyio.abc.TaskGroup) -> None:
-        if not self._preloading and self._container is not None:
+        c = self._container
+        return SessionMethods(
+            c.sessions(), c.prompts(), c.registry(), connection, version, sink, on_session=self._preload
+        )
+
+    def _preload(self) -> None:
+        if not self._preloading:
             self._preloading = True
             from term2.app.container import preload_llm
 
-            tg.start_soon(preload_llm, self._container)
+            self._tg.start_soon(preload_llm, self._container)
 
     async def aclose(self) -> None:
         if self._container is not None:
@@ -75,32 +90,19 @@ class _Application:
 
 async def _serve(settings: Settings, env: Mapping[str, str], protocol_fd: int) -> None:
     transport = StdioTransport(sys.stdin.buffer, protocol_fd)
-    app = _Application(settings, env)
     async with anyio.create_task_group() as tg:
-        server = AcpServer(
-            AgentInfo("term2", "term2", __version__),
-            v2_enabled=settings.acp_v2,
-            services=app.services,
-            on_session=lambda: app.preload_llm(tg),
-        )
+        app = _Application(settings, env, tg)
+        server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
         connection = JsonRpcConnection(transport, server)
         server.attach(connection)
-        tg.start_soon(_build_quietly, app)
+        tg.start_soon(app.build)
         tg.start_soon(_watch_signals, tg.cancel_scope)
         await connection.serve()
         tg.cancel_scope.cancel()
     with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
         await app.aclose()
         await transport.aclose()
-
-
-async def _build_quietly(app: _Application) -> None:
-    import structlog
-
-    try:
-        await app.build()
-    except Exception:
-        structlog.get_logger("term2").exception("startup failed")
+    exit_now(0)
 
 
 async def _watch_signals(scope: anyio.CancelScope) -> None:
@@ -110,13 +112,13 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
             return
 
 
-def run_acp(settings: Settings, env: Mapping[str, str]) -> int:
+def run_acp(settings: Settings, env: Mapping[str, str]) -> None:
     protocol_fd = guard_stdout()
     anyio.run(_serve, settings, env, protocol_fd, backend="asyncio")
-    return 0
 
 
 def exit_now(code: int) -> None:
-    """Skip interpreter teardown (about a second once litellm is loaded); all output is flushed."""
+    """Leave without interpreter teardown (about a second once litellm is loaded) and
+    without waiting for a worker thread still importing; all output is flushed by now."""
     sys.stderr.flush()
     os._exit(code)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from term2.domain.approval import Choice, PermissionOption
+from term2.domain.approval import Choice, PermissionOption, is_allow
 from term2.domain.history import ToolCall
 
 
@@ -41,7 +41,7 @@ class ApprovalDecision:
 
     @property
     def allowed(self) -> bool:
-        return self.choice is not None
+        return is_allow(self.choice)
 
 
 class Approver(Protocol):
