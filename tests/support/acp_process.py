@@ -197,7 +197,8 @@ class AcpProcess:
         return acks[0], messages
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         return self.stderr_path.read_text(errors="replace")
 
     # -- shutdown and checks ----------------------------------------------

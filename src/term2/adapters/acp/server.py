@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
@@ -28,6 +29,8 @@ SESSION_METHODS = frozenset(
 )
 V2_ONLY: frozenset[str] = frozenset()
 V1_ONLY = frozenset({"session/load"})
+
+log = structlog.get_logger("term2.acp")
 
 # Builds the session methods once the application is ready (see term2.app.serve).
 MethodsFactory = Callable[[JsonRpcConnection, int, AcpUpdateSink], Awaitable["SessionMethods"]]
@@ -75,14 +78,14 @@ class AcpServer:
 
     def request_handler(self, method: str) -> Handler | None:
         if method == "initialize":
-            return self._traced(self._initialize)
+            return self._traced(self._initialize, method)
         if method not in SESSION_METHODS:
             return None
         if self.version is None:
             return self._not_initialized
         if (self.version == 2 and method in V1_ONLY) or (self.version == 1 and method in V2_ONLY):
             return None
-        return self._traced(self._delegate(method))
+        return self._traced(self._delegate(method), method)
 
     def notification_handler(self, method: str) -> NotificationHandler | None:
         if method == "session/cancel" and self.version is not None:
@@ -90,11 +93,14 @@ class AcpServer:
         return None
 
     # -- plumbing ---------------------------------------------------------
-    def _traced(self, handler: Handler) -> Handler:
+    def _traced(self, handler: Handler, method: str) -> Handler:
+        """Bind a W3C traceparent from `_meta` into this request's log context."""
+
         async def run(params: Any) -> Any:
             meta = params.get("_meta") if isinstance(params, dict) else None
             if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
                 bind_contextvars(traceparent=meta["traceparent"])
+            log.debug("request", method=method)
             try:
                 return await handler(params)
             except Term2Error as exc:
