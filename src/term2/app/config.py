@@ -71,7 +71,7 @@ def _bool(value: str, source: str) -> bool:
 
 
 def _expect(kind: type | tuple[type, ...], value: object, where: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, float, (int, float)):
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, float, (int, float))):
         raise ConfigError(f"{where}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
     return value
 
@@ -101,17 +101,19 @@ def _from_file(path: Path) -> dict[str, Any]:
         unknown = set(block) - {"api_base", "api_key_env"}
         if unknown:
             raise ConfigError(f"{where}: providers.{name}: unknown keys {sorted(unknown)}")
+        at = f"{where}: providers.{name}"
         providers[name] = ProviderConfig(
-            api_base=_expect((str, type(None)), block.get("api_base"), f"{where}: providers.{name}.api_base"),
-            api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{where}: providers.{name}.api_key_env"),
+            api_base=_expect((str, type(None)), block.get("api_base"), f"{at}.api_base"),
+            api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{at}.api_key_env"),
         )
     models: dict[str, DeclaredModel] = {}
     for name, block in _expect(dict, data.get("models", {}), f"{where}: models").items():
         block = _expect(dict, block, f"{where}: models.{name}")
+        at = f"{where}: models.{name}"
         models[name] = DeclaredModel(
-            provider=_expect(str, block.get("provider", name.partition("/")[0]), f"{where}: models.{name}.provider"),
-            context_window=_expect((int, type(None)), block.get("context_window"), f"{where}: models.{name}.context_window"),
-            supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{where}: models.{name}.supports_reasoning"),
+            provider=_expect(str, block.get("provider", name.partition("/")[0]), f"{at}.provider"),
+            context_window=_expect((int, type(None)), block.get("context_window"), f"{at}.context_window"),
+            supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{at}.supports_reasoning"),
         )
     out["providers"] = providers
     out["models"] = models
@@ -130,12 +132,14 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         try:
             out["max_turn_requests"] = int(env["TERM2_MAX_TURN_REQUESTS"])
         except ValueError as exc:
-            raise ConfigError(f"TERM2_MAX_TURN_REQUESTS: expected an integer, got {env['TERM2_MAX_TURN_REQUESTS']!r}") from exc
+            raw = env["TERM2_MAX_TURN_REQUESTS"]
+            raise ConfigError(f"TERM2_MAX_TURN_REQUESTS: expected an integer, got {raw!r}") from exc
     if env.get("TERM2_REQUEST_TIMEOUT"):
         try:
             out["request_timeout"] = float(env["TERM2_REQUEST_TIMEOUT"])
         except ValueError as exc:
-            raise ConfigError(f"TERM2_REQUEST_TIMEOUT: expected a number, got {env['TERM2_REQUEST_TIMEOUT']!r}") from exc
+            raw = env["TERM2_REQUEST_TIMEOUT"]
+            raise ConfigError(f"TERM2_REQUEST_TIMEOUT: expected a number, got {raw!r}") from exc
     return out
 
 
@@ -144,7 +148,8 @@ def load_settings(env: Mapping[str, str], args: AcpArgs | None = None) -> Settin
     settings = replace(settings, **_from_file(config_path(env)))
     settings = replace(settings, **_from_env(env))
     if args is not None:
-        flags = {k: v for k, v in (("provider", args.provider), ("model", args.model), ("effort", args.effort)) if v}
+        given = (("provider", args.provider), ("model", args.model), ("effort", args.effort))
+        flags: dict[str, Any] = {k: v for k, v in given if v}
         settings = replace(settings, **flags)
     if settings.effort is not None and settings.effort not in EFFORTS:
         raise ConfigError(f"effort must be one of {', '.join(EFFORTS)}, got {settings.effort!r}")

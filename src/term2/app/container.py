@@ -62,7 +62,7 @@ def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
-    env = providers.Dependency(instance_of=Mapping)
+    env = providers.Dependency(instance_of=dict)
 
     store = providers.Singleton(SqliteSessionStore, path=providers.Callable(_store_path, settings, env))
     registry = providers.Singleton(SessionRegistry)

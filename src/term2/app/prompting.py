@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
+from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
 from term2.app.conversation import past_turns, system_prompt
-from term2.app.agent_loop import run_loop
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.domain.content import ContentBlock, render_for_model
 from term2.domain.errors import Busy, NotFound, Term2Error

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ RequestId = int | str | None
 Handler = Callable[[Any], Awaitable[Any]]
 NotificationHandler = Callable[[Any], Awaitable[None]]
 _NO_ID = object()
+Continuation = Callable[[], Coroutine[Any, Any, object]]
 
 
 class Dispatcher(Protocol):
@@ -59,7 +60,7 @@ class AfterReply:
     and only then starting the turn keeps the order the spec promises.
     """
 
-    def __init__(self, result: dict[str, Any], then: Callable[[], Awaitable[object]]) -> None:
+    def __init__(self, result: dict[str, Any], then: Continuation) -> None:
         self.result = result
         self.then = then
 
@@ -219,7 +220,7 @@ class JsonRpcConnection:
         batch: list[dict[str, Any]] | None,
     ) -> None:
         reply: dict[str, Any] | None = None
-        then: Callable[[], Awaitable[object]] | None = None
+        then: Continuation | None = None
         try:
             with scope:
                 reply, then = await self._invoke(request_id, method, handler, params)
@@ -243,7 +244,7 @@ class JsonRpcConnection:
 
     async def _invoke(
         self, request_id: RequestId, method: str, handler: Handler, params: Any
-    ) -> tuple[dict[str, Any], Callable[[], Awaitable[object]] | None]:
+    ) -> tuple[dict[str, Any], Continuation | None]:
         try:
             result = await handler(params)
         except RpcError as err:
@@ -307,7 +308,7 @@ def _safe_id(message: object) -> RequestId:
     if isinstance(message, dict):
         value = message.get("id")
         if _valid_id(value):
-            return value  # type: ignore[no-any-return]
+            return value
     return None
 
 

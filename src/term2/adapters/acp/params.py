@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 from term2.domain.content import ContentBlock, ResourceLink, TextBlock
 
-
 T = TypeVar("T", bound=BaseModel)
 
 

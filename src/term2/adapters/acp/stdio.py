@@ -38,7 +38,7 @@ class _LineReader:
         self._stream = stream
         self._limit = limit
 
-    def read_line(self) -> bytes | None | LineTooLong:
+    def read_line(self) -> bytes | LineTooLong | None:
         line = self._stream.readline(self._limit + 1)
         if not line:
             return None

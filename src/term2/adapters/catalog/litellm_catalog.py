@@ -25,7 +25,7 @@ def _package_dir() -> str | None:
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return None
-    return str(list(spec.submodule_search_locations)[0])
+    return str(next(iter(spec.submodule_search_locations)))
 
 
 def _load(name: str) -> dict[str, object]:

@@ -25,6 +25,7 @@ from term2.ports.llm import (
 _MAX_DETAIL = 300
 # "litellm.RateLimitError: AnthropicException - " and "InternalServerError: OpenAIException - "
 _PREFIX = re.compile(r"^((litellm\.)?\w+(Error|Exception)(:|\s+-)\s*)+")
+_SSL_NOISE = re.compile(r" ssl:<[^>]*>| ssl:default")
 _MESSAGE = re.compile(r"[\"']message[\"']\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
 _SUFFIX = re.compile(
     r"\.?\s*(Received Model Group|Handle with `litellm|LiteLLM Retried).*$", re.DOTALL
@@ -54,6 +55,14 @@ _BY_CLASS: tuple[tuple[str, type[LLMError], str], ...] = (
     ("BadRequestError", BadRequest, "{model} rejected the request"),
     ("UnprocessableEntityError", BadRequest, "{model} rejected the request"),
 )
+_TIMEOUT_NAMES = {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}
+_CONNECT_NAMES = {
+    "APIConnectionError",
+    "ConnectError",
+    "ClientConnectorError",
+    "ConnectionError",  # builtins: refused, reset, aborted
+    "gaierror",
+}
 _UNREACHABLE = (ProviderUnreachable, "Cannot reach {model}")
 _SERVER_ERROR = (LLMError, "Provider error from {model}")
 _OTHER = (LLMError, "Provider call failed for {model}")
@@ -70,6 +79,7 @@ def _detail(exc: BaseException) -> str:
         except ValueError:
             text = raw
     text = _SUFFIX.sub("", _PREFIX.sub("", text)).split("\n", 1)[0].strip()
+    text = _SSL_NOISE.sub("", text)
     return text[:_MAX_DETAIL] + ("…" if len(text) > _MAX_DETAIL else "")
 
 
@@ -88,10 +98,36 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from (bounded, cycle-safe)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 10:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _refused(exc: BaseException) -> BaseException | None:
+    """The low-level connect failure behind `exc`, if that is what it really is.
+
+    litellm reports a refused connection as a 500 InternalServerError on the
+    openai/ and anthropic/ paths; only the cause chain tells the truth.
+    """
+    for cause in _causes(exc)[1:]:
+        names = {cls.__name__ for cls in type(cause).__mro__}
+        if names & _TIMEOUT_NAMES:
+            return None
+        if names & _CONNECT_NAMES:
+            return cause
+    return None
+
+
 def _classify(exc: BaseException) -> tuple[type[LLMError], str]:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    # openai/anthropic report a refused connection as a 500 "Connection error."
-    if "InternalServerError" in names and "connection error" in str(exc).lower():
+    if not names & _TIMEOUT_NAMES and (
+        _refused(exc) is not None or "connection error" in str(exc).lower()
+    ):
         return _UNREACHABLE
     for name, port_error, template in _BY_CLASS:
         if name in names:
@@ -106,15 +142,23 @@ def _classify(exc: BaseException) -> tuple[type[LLMError], str]:
     return _OTHER
 
 
-def map_litellm_error(exc: BaseException, model: str) -> LLMError:
+def map_litellm_error(
+    exc: BaseException, model: str, api_base: str | None = None
+) -> LLMError:
     """Build the port error for `exc`; the caller raises it `from exc` to keep the chain."""
     if isinstance(exc, LLMError):
         return exc
     inner = _unwrap(exc)
     port_error, template = _classify(inner)
+    if port_error is ProviderUnreachable:
+        # No HTTP exchange happened: litellm's "500" would mislead, so say where instead.
+        where = f" at {api_base}" if api_base else ""
+        root = _refused(inner) or inner
+        head = template.format(model=model) + where
+        return port_error(f"{head}: {_detail(root) or 'connection failed'}")
     status = _status(inner)
-    head = template.format(model=model) + (
-        f" (HTTP {status})" if status is not None else ""
-    )
+    head = template.format(model=model)
+    if status is not None:
+        head += f" (HTTP {status})"
     detail = _detail(inner)
     return port_error(f"{head}: {detail}" if detail else head)

@@ -93,7 +93,7 @@ class LiteLLMProvider:
         try:
             response = await litellm.acompletion(**self._completion_kwargs(request))
         except Exception as exc:  # litellm raises many unrelated types; map them all
-            raise map_litellm_error(exc, model) from exc
+            raise map_litellm_error(exc, model, self._settings.api_base) from exc
         state = _StreamState()
         try:
             chunks = response.__aiter__()
@@ -103,7 +103,9 @@ class LiteLLMProvider:
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    raise map_litellm_error(exc, model) from exc
+                    raise map_litellm_error(
+                        exc, model, self._settings.api_base
+                    ) from exc
                 for event in self._translate(chunk, state):
                     yield event
             for ready in state.calls.ready():

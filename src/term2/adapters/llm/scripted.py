@@ -47,7 +47,7 @@ class ScriptedProvider:
 
     def __init__(self, script: Iterable[Response] = (), *, delay: float = 0.0) -> None:
         self._script: deque[Response] = deque(script)
-        self._delay = delay
+        self.delay = delay  # seconds before each event, to make streams cancellable
         self.requests: list[CompletionRequest] = []
         self.completed_streams = 0
         self.aborted_streams = (
@@ -73,8 +73,8 @@ class ScriptedProvider:
         completed = False
         try:
             for item in _with_finish(response):
-                if self._delay:
-                    await anyio.sleep(self._delay)
+                if self.delay:
+                    await anyio.sleep(self.delay)
                 if isinstance(item, LLMError):
                     completed = True  # ended by the script, not by the consumer
                     raise item

@@ -47,7 +47,7 @@ class _SpawnerThread:
                 continue
             try:
                 future.set_result(start())
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, never lost
+            except BaseException as exc:
                 future.set_exception(exc)
 
 
