@@ -7,7 +7,7 @@ cancelled, or the provider failed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -30,6 +30,9 @@ from term2.ports.tools import Toolbox, ToolContext
 from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, UpdateSink, UserMessageSent
 
 log = structlog.get_logger("term2.prompt")
+
+Emit = Callable[[SessionEvent], Awaitable[None]]
+Record = Callable[[HistoryEntry], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,14 @@ class PromptService:
                 await self._settle(opened, outcome, emit)
         return outcome
 
-    async def _turn(self, opened, prompt, emit, record, approver) -> TurnOutcome:  # type: ignore[no-untyped-def]
+    async def _turn(
+        self,
+        opened: OpenSession,
+        prompt: tuple[ContentBlock, ...],
+        emit: Emit,
+        record: Record,
+        approver: Approver,
+    ) -> TurnOutcome:
         session = opened.session
         entries = [entry async for entry in self._store.history(session.session_id)]
         user = UserMessage(new_id("user"), prompt)
@@ -128,7 +138,7 @@ class PromptService:
         ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record)
         return TurnOutcome(await run_loop(messages, llm, self._toolbox, ctx, self._limits))
 
-    async def _report_failure(self, error: str, emit, record) -> None:  # type: ignore[no-untyped-def]
+    async def _report_failure(self, error: str, emit: Emit, record: Record) -> None:
         message = AgentMessage(new_id("msg"), f"term2 could not finish this turn: {error}")
         try:
             await emit(MessageChunk(message.message_id, message.text))
@@ -136,7 +146,7 @@ class PromptService:
         except Exception:
             log.exception("could not report a failed turn")
 
-    async def _settle(self, opened: OpenSession, outcome: TurnOutcome, emit) -> None:  # type: ignore[no-untyped-def]
+    async def _settle(self, opened: OpenSession, outcome: TurnOutcome, emit: Emit) -> None:
         """Release the session; the idle update goes out only now that the turn has really ended."""
         opened.revision += 1
         try:
