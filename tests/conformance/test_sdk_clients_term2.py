@@ -1,0 +1,80 @@
+"""The official TypeScript SDK clients (v1 and experimental/v2) hold whole
+conversations with a real `term2 acp`, backed by the local fake LLM.
+
+Every line term2 writes in these runs is validated against the official JSON
+schemas shipped with @agentclientprotocol/sdk 1.4.0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import llm_env
+from tests.fakes.llm_server import FakeLLMServer
+from tests.support.sdk_clients import run_scenario
+
+STEPS = [
+    "initialize",
+    "session/new",
+    "session/list",
+    {"op": "prompt", "text": "say hello"},
+    {"op": "prompt", "text": "write outside the project (allowed)"},
+    {"op": "prompt", "text": "write outside the project (rejected)"},
+    {"op": "cancel", "text": "a long answer", "when": "first_chunk"},
+    {"op": "cancel", "text": "ask permission, then cancel", "when": "permission"},
+    "session/close",
+    "resume",
+]
+
+
+def _script(outside: Path) -> list[dict[str, object]]:
+    write = lambda name: {  # noqa: E731
+        "tool_calls": [{"name": "write_file", "arguments": {"path": str(outside / name), "content": name}}]
+    }
+    return [
+        {"text": "Hello world"},
+        write("allowed.txt"),
+        {"text": "wrote it"},
+        write("rejected.txt"),
+        {"text": "could not write it"},
+        {"text": " ".join(f"word{i}" for i in range(200)), "chunk_delay": 0.05},
+        write("cancelled.txt"),
+    ]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("version", [1, 2])
+def test_official_sdk_client_full_conversation(
+    version: int, tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    fake_llm.push(*_script(outside))
+    env = dict(os.environ)
+    env.update(llm_env(fake_llm))
+    env.update({"TERM2_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    config = {
+        "cwd": str(workspace),
+        "steps": STEPS,
+        "permissions": ["allow_once", "reject_once", "cancelled"],
+        "timeoutMs": 60000,
+    }
+    result = run_scenario(version, [sys.executable, "-m", "term2", "acp"], config, tmp_path, env=env, timeout=220)
+    s = result.summary
+    assert result.returncode == 0 and s["ok"], result.explain()
+    assert s["initialize"]["protocolVersion"] == version
+    assert s["stopReasons"] == ["end_turn", "end_turn", "end_turn", "cancelled", "cancelled"], result.explain()
+    assert s["texts"][0] == "Hello world"
+    assert [p["answer"] for p in s["permissionRequests"]] == ["allow_once", "reject_once", "cancelled"]
+    assert (outside / "allowed.txt").read_text() == "allowed.txt"
+    assert not (outside / "rejected.txt").exists()
+    assert not (outside / "cancelled.txt").exists()
+    assert s["replay"]["texts"]["agent"].startswith("Hello world")
+    assert s["errors"] == [] and s["problems"] == []
+    recorder = result.validate_transcript()
+    assert recorder.validated > 20
+    assert recorder.pending == {}
