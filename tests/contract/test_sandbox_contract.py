@@ -183,4 +183,3 @@ def test_scripted_sandbox_executes_nothing(tmp_path: Path) -> None:
 
     result = anyio.run(main)
     assert result.exit_code == 127 and not marker.exists()
-

@@ -106,23 +106,14 @@ class BubblewrapSandbox:
         finally:
             os.rmdir(probe_root)
         if result.exit_code != 0:
-            detail = (
-                result.output.decode(errors="replace").strip()
-                or f"exit {result.exit_code}"
-            )
-            return SandboxStatus(
-                available=False, detail=f"bwrap probe failed: {detail}"
-            )
-        self._available = SandboxStatus(
-            available=True, detail=f"bubblewrap at {self._bwrap}"
-        )
+            detail = result.output.decode(errors="replace").strip() or f"exit {result.exit_code}"
+            return SandboxStatus(available=False, detail=f"bwrap probe failed: {detail}")
+        self._available = SandboxStatus(available=True, detail=f"bubblewrap at {self._bwrap}")
         return self._available
 
     # -- run ----------------------------------------------------------------
 
-    async def run(
-        self, request: CommandRequest, on_output: OutputSink | None = None
-    ) -> CommandResult:
+    async def run(self, request: CommandRequest, on_output: OutputSink | None = None) -> CommandResult:
         """Run ``request.command`` confined to ``request.root``.
 
         Output is capped at ``output_limit`` bytes; past it the tree is killed
@@ -134,18 +125,14 @@ class BubblewrapSandbox:
             raise SandboxUnavailable(status.detail)
         return await self._run(request, on_output)
 
-    async def _run(
-        self, request: CommandRequest, on_output: OutputSink | None
-    ) -> CommandResult:
+    async def _run(self, request: CommandRequest, on_output: OutputSink | None) -> CommandResult:
         root, cwd = _validated(request)
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
         async with self._using(root) as use:
             plan = plan_protection(root, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
-            return await self._supervise(
-                request, root, cwd, identity, plan.args, on_output
-            )
+            return await self._supervise(request, root, cwd, identity, plan.args, on_output)
 
     async def _supervise(
         self,
@@ -224,9 +211,7 @@ class BubblewrapSandbox:
             with anyio.CancelScope(shield=True):
                 changed = await anyio.to_thread.run_sync(strip_setid_bits, root)
                 if changed:
-                    _log.warning(
-                        "sandbox.setid_stripped", root=root, paths=changed[:20]
-                    )
+                    _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
                 use.active -= 1
                 if use.active == 0:
                     remove_ghosts(use.ghosts)
@@ -273,10 +258,7 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
             truncated=True,
             timed_out=False,
         )
-    message = (
-        output.decode(errors="replace").strip()[-2000:]
-        or f"bwrap exited {box.proc.returncode}"
-    )
+    message = output.decode(errors="replace").strip()[-2000:] or f"bwrap exited {box.proc.returncode}"
     if identity.drop_to is not None:
         message += (
             f" (bwrap ran as uid {identity.drop_to[0]}, the workspace owner; every directory "
@@ -290,9 +272,7 @@ def _validated(request: CommandRequest) -> tuple[str, str]:
     root, cwd = request.root, request.cwd
     for name, path in (("root", root), ("cwd", cwd)):
         if not os.path.isabs(path) or os.path.realpath(path) != path:
-            raise SandboxFailed(
-                f"workspace {name} {path!r} is not a canonical absolute path"
-            )
+            raise SandboxFailed(f"workspace {name} {path!r} is not a canonical absolute path")
         try:
             if not stat.S_ISDIR(os.stat(path).st_mode):
                 raise SandboxFailed(f"workspace {name} {path!r} is not a directory")

@@ -35,6 +35,28 @@ ENV_SCAN_MAX_ENTRIES = 50_000
 _SETID = stat.S_ISUID | stat.S_ISGID
 
 
+_MASK_PARENT = "/tmp"
+_PREFIX = "term2-sandbox-"
+
+
+def _sweep_stale() -> None:
+    """Remove mask dirs left by term2 processes that died without cleaning up."""
+    try:
+        entries = list(os.scandir(_MASK_PARENT))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name.removeprefix(_PREFIX).split("-", 1)[0]
+        if not entry.name.startswith(_PREFIX) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        MaskMaterial(file=os.path.join(entry.path, "mask"), directory=os.path.join(entry.path, "empty")).remove()
+
+
 @dataclass(frozen=True, slots=True)
 class MaskMaterial:
     """Host-side sources for masks: an empty mode-000 file and an empty read-only dir.
@@ -48,10 +70,9 @@ class MaskMaterial:
 
     @classmethod
     def create(cls) -> MaskMaterial:
-        base = tempfile.mkdtemp(prefix="term2-sandbox-", dir="/tmp")
-        os.chmod(
-            base, 0o711
-        )  # bwrap may run as the workspace owner and must reach these
+        _sweep_stale()
+        base = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=_MASK_PARENT)
+        os.chmod(base, 0o711)  # bwrap may run as the workspace owner and must reach these
         file = os.path.join(base, "mask")
         fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o000)
         os.close(fd)
@@ -169,11 +190,7 @@ def _find_env_files(root: str) -> list[str]:
                 if entry.is_file(follow_symlinks=False):
                     found.append(entry.path)
                 continue
-            if (
-                depth < ENV_SCAN_DEPTH
-                and entry.name != ".git"
-                and entry.is_dir(follow_symlinks=False)
-            ):
+            if depth < ENV_SCAN_DEPTH and entry.name != ".git" and entry.is_dir(follow_symlinks=False):
                 frontier.append((entry.path, depth + 1))
     return found
 
@@ -210,9 +227,7 @@ def strip_setid_bits(root: str) -> list[str]:
             if not stat.S_ISREG(st.st_mode) or not st.st_mode & _SETID:
                 continue
             try:
-                fd = os.open(
-                    path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-                )
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 continue
             try:

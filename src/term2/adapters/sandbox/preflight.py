@@ -38,9 +38,7 @@ def trusted_binary_problem(path: str) -> str | None:
     if st.st_uid != 0:
         return f"{path} is owned by uid {st.st_uid}, not root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (
-            f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-        )
+        return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
     if not os.access(path, os.X_OK):
         return f"{path} is not executable"
     return None
@@ -65,9 +63,7 @@ async def check_host(bwrap: str) -> str | None:
         if problem is not None:
             return problem
     try:
-        done = await anyio.run_process(
-            [bwrap, "--version"], check=False, env=sandbox_environment("/"), stdin=None
-        )
+        done = await anyio.run_process([bwrap, "--version"], check=False, env=sandbox_environment("/"), stdin=None)
     except OSError as exc:
         return f"{bwrap} --version failed: {exc}"
     text = (done.stdout + done.stderr).decode(errors="replace").strip()

@@ -36,9 +36,7 @@ def _parent_of(pid: int) -> int | None:
 class SandboxProcess:
     """A running bwrap with its merged output pipe and its json-status pipe."""
 
-    def __init__(
-        self, proc: subprocess.Popen[bytes], output_fd: int, status_fd: int
-    ) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], output_fd: int, status_fd: int) -> None:
         self.proc = proc
         self._output_fd = output_fd
         self._status_fd = status_fd

@@ -64,13 +64,9 @@ class ScriptedSandbox:
     async def status(self) -> SandboxStatus:
         if self._unavailable is not None:
             return SandboxStatus(available=False, detail=self._unavailable)
-        return SandboxStatus(
-            available=True, detail="scripted sandbox (nothing is executed)"
-        )
+        return SandboxStatus(available=True, detail="scripted sandbox (nothing is executed)")
 
-    async def run(
-        self, request: CommandRequest, on_output: OutputSink | None = None
-    ) -> CommandResult:
+    async def run(self, request: CommandRequest, on_output: OutputSink | None = None) -> CommandResult:
         if self._unavailable is not None:
             raise SandboxUnavailable(self._unavailable)
         self.calls.append(request)
@@ -98,10 +94,6 @@ class ScriptedSandbox:
             if script.hang:
                 await anyio.sleep_forever()
         if deadline.cancelled_caught:
-            return CommandResult(
-                None, signal.SIGKILL, bytes(output), truncated=False, timed_out=True
-            )
+            return CommandResult(None, signal.SIGKILL, bytes(output), truncated=False, timed_out=True)
         await anyio.lowlevel.checkpoint()
-        return CommandResult(
-            script.exit_code, None, bytes(output), truncated=False, timed_out=False
-        )
+        return CommandResult(script.exit_code, None, bytes(output), truncated=False, timed_out=False)

@@ -27,15 +27,11 @@ class _SpawnerThread:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def submit(
-        self, start: Callable[[], subprocess.Popen[bytes]]
-    ) -> Future[subprocess.Popen[bytes]]:
+    def submit(self, start: Callable[[], subprocess.Popen[bytes]]) -> Future[subprocess.Popen[bytes]]:
         future: Future[subprocess.Popen[bytes]] = Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._serve, name="term2-sandbox-spawner", daemon=True
-                )
+                self._thread = threading.Thread(target=self._serve, name="term2-sandbox-spawner", daemon=True)
                 self._thread.start()
         self._jobs.put((start, future))
         return future
