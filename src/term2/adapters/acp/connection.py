@@ -272,7 +272,10 @@ class JsonRpcConnection:
             log.exception("notification handler failed", method=method)
 
     def _on_response(self, message: dict[str, Any]) -> None:
-        pending = self._pending.get(message.get("id"))
+        response_id = message.get("id")
+        if not _valid_id(response_id):
+            return  # e.g. a list or object id: unhashable, and never one of ours
+        pending = self._pending.get(response_id)
         if pending is None or pending.event.is_set():
             return  # unknown or duplicate answer: ignore
         error = message.get("error")
