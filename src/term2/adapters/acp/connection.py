@@ -74,8 +74,13 @@ def _error(request_id: RequestId, err: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": err.to_wire()}
 
 
+_ID_MIN, _ID_MAX = -(2**63), 2**63 - 1  # ACP's RequestId is an int64
+
+
 def _valid_id(value: object) -> bool:
-    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _ID_MIN <= value <= _ID_MAX
+    return value is None or isinstance(value, str)
 
 
 @dataclass
@@ -197,7 +202,7 @@ class JsonRpcConnection:
             return None
         request_id = message["id"]
         if not _valid_id(request_id):
-            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, integer or null"))
+            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, int64 or null"))
         handler = self._dispatcher.request_handler(method)
         if handler is None:
             return _error(request_id, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
