@@ -300,7 +300,8 @@ class JsonRpcConnection:
         async with anyio.create_task_group() as tg:
             for member in members:
                 method = member.get("method") if isinstance(member, dict) else None
-                if isinstance(method, str) and not self._dispatcher.batchable(method):
+                # A notification is never answered, not even to refuse it.
+                if isinstance(method, str) and "id" in member and not self._dispatcher.batchable(method):
                     replies.append(
                         _error(_safe_id(member), RpcError(INVALID_REQUEST, f"{method} cannot be sent in a batch"))
                     )
