@@ -112,11 +112,17 @@ class SandboxProcess:
                 continue
 
     def kill(self) -> None:
-        """SIGKILL bwrap's process group and the sandbox's init; idempotent."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        """SIGKILL bwrap's process group and the sandbox's init; idempotent.
+
+        The group is only signalled while bwrap is unreaped (so its pid, which
+        is the group id, cannot have been recycled); the init goes through a
+        pidfd, which is immune to recycling.
+        """
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self._child_pidfd is not None:
             try:
                 signal.pidfd_send_signal(self._child_pidfd, signal.SIGKILL)
