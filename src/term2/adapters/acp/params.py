@@ -72,7 +72,27 @@ class Prompt(_Params):
     prompt: list[dict[str, Any]]
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    """JSON may escape lone surrogates ("\\ud800"); they are not Unicode and no store can keep them."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse(model: type[T], params: Any, method: str) -> T:
+    if _has_lone_surrogate(params):
+        raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: a string is not valid Unicode (lone surrogate)")
     try:
         return model.model_validate(params if params is not None else {})
     except ValidationError as exc:
