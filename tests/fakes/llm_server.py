@@ -19,7 +19,7 @@ A reply (every key optional):
    "arg_chunks": 3,                         # fragments per tool-call argument string
    "finish": "stop|tool_calls|length|content_filter",  # default: tool_calls if any, else stop
    "status": 401|429|500|400|...,           # error reply with a provider-shaped JSON body
-   "error_message": "...",                  # override the error body's message
+   "error_message": "...", "error_code": "...",  # override the error body's message/code
    "error_after": N,                        # send N content deltas, then an in-stream error
    "delay_first_byte": 0.0, "chunk_delay": 0.0,
    "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
@@ -146,9 +146,7 @@ class FakeLLMState:
         with self.lock:
             return self.replies.popleft() if self.replies else None
 
-    def record(
-        self, path: str, protocol: str, body: Any, headers: dict[str, str]
-    ) -> RecordedRequest:
+    def record(self, path: str, protocol: str, body: Any, headers: dict[str, str]) -> RecordedRequest:
         model = body.get("model", "") if isinstance(body, dict) else ""
         with self.lock:
             rec = RecordedRequest(
@@ -198,7 +196,7 @@ def _split_even(text: str, n: int) -> list[str]:
     return out
 
 
-def _pieces(text: str, chunks: int | None) -> list[str]:
+def text_pieces(text: str, chunks: int | None) -> list[str]:
     if chunks is not None:
         return _split_even(text, int(chunks))
     return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
@@ -226,8 +224,7 @@ def default_reply(body: Any) -> Reply:
     last = messages[-1]
     content = last.get("content")
     is_tool = last.get("role") == "tool" or (
-        isinstance(content, list)
-        and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content)
+        isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content)
     )
     if is_tool:
         return {"text": "echo tool: " + _text_of(content)[:200]}
@@ -245,9 +242,7 @@ def _usage(reply: Reply, deltas: int) -> tuple[int, int]:
 
 
 def _finish(reply: Reply) -> str:
-    return str(
-        reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop")
-    )
+    return str(reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop"))
 
 
 def _arguments(call: dict[str, Any]) -> str:
@@ -353,22 +348,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, protocol: str, path: str, body: Any) -> None:
         rec = self.state.record(path, protocol, body, self._headers())
-        reply = (
-            self.state.next_reply()
-            or _model_convention(rec.model)
-            or default_reply(body)
-        )
+        reply = self.state.next_reply() or _model_convention(rec.model) or default_reply(body)
         try:
             self._pause(float(reply.get("delay_first_byte", 0.0)))
             if reply.get("status"):
                 self._send_error_reply(protocol, reply)
                 self.state.finish(rec, "error")
                 return
-            emitter = (
-                _OpenAIEmitter(reply, rec)
-                if protocol == "openai"
-                else _AnthropicEmitter(reply, rec)
-            )
+            emitter = _OpenAIEmitter(reply, rec) if protocol == "openai" else _AnthropicEmitter(reply, rec)
             if not (isinstance(body, dict) and body.get("stream")):
                 self._send_json(200, emitter.whole_response())
                 self.state.finish(rec, "completed")
@@ -378,9 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            include_usage = bool(
-                (body.get("stream_options") or {}).get("include_usage")
-            )
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(emitter.frames(include_usage), reply)
             self._write(b"")  # terminating zero-length chunk
             self.state.finish(rec, "completed")
@@ -409,28 +394,22 @@ class _Handler(BaseHTTPRequestHandler):
                     self._pause(float(reply.get("stall_seconds", 30.0)))
 
     def _protocol_of(self, reply: Reply) -> str:
-        return (
-            "anthropic" if self.path.split("?", 1)[0] in _ANTHROPIC_PATHS else "openai"
-        )
+        return "anthropic" if self.path.split("?", 1)[0] in _ANTHROPIC_PATHS else "openai"
 
     def _send_error_reply(self, protocol: str, reply: Reply) -> None:
         status = int(reply["status"])
         if protocol == "openai":
-            etype, code, message = _OPENAI_ERRORS.get(
-                status, ("server_error", "error", "Error (fake).")
-            )
+            etype, code, message = _OPENAI_ERRORS.get(status, ("server_error", "error", "Error (fake)."))
             body: Any = {
                 "error": {
                     "message": reply.get("error_message", message),
                     "type": etype,
                     "param": None,
-                    "code": code,
+                    "code": reply.get("error_code", code),
                 }
             }
         else:
-            etype, message = _ANTHROPIC_ERRORS.get(
-                status, ("api_error", "Error (fake).")
-            )
+            etype, message = _ANTHROPIC_ERRORS.get(status, ("api_error", "Error (fake)."))
             body = {
                 "type": "error",
                 "error": {
@@ -454,9 +433,7 @@ def _stream_error_frame(protocol: str, reply: Reply) -> bytes:
             "error": {"type": "overloaded_error", "message": message},
         }
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
-    data = {
-        "error": {"message": message, "type": "server_error", "code": "server_error"}
-    }
+    data = {"error": {"message": message, "type": "server_error", "code": "server_error"}}
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
@@ -478,11 +455,7 @@ class _OpenAIEmitter:
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return (
-            b"data: "
-            + json.dumps({**self.base, "choices": [choice]}).encode()
-            + b"\n\n"
-        )
+        return b"data: " + json.dumps({**self.base, "choices": [choice]}).encode() + b"\n\n"
 
     def _call_id(self, i: int, call: dict[str, Any]) -> str:
         return str(call.get("id") or f"call_{self.rec.index}_{i}")
@@ -491,10 +464,10 @@ class _OpenAIEmitter:
         reply = self.reply
         yield self._chunk({"role": "assistant", "content": ""}), False
         deltas = 0
-        for piece in _pieces(reply.get("thought", ""), reply.get("thought_chunks")):
+        for piece in text_pieces(reply.get("thought", ""), reply.get("thought_chunks")):
             deltas += 1
             yield self._chunk({"reasoning_content": piece}), True
-        for piece in _pieces(reply.get("text", ""), reply.get("chunks")):
+        for piece in text_pieces(reply.get("text", ""), reply.get("chunks")):
             deltas += 1
             yield self._chunk({"content": piece}), True
         for i, call in enumerate(reply.get("tool_calls") or []):
@@ -505,9 +478,7 @@ class _OpenAIEmitter:
             for frag in _split_even(_arguments(call), int(reply.get("arg_chunks", 3))):
                 deltas += 1
                 yield (
-                    self._chunk(
-                        {"tool_calls": [{"index": i, "function": {"arguments": frag}}]}
-                    ),
+                    self._chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]}),
                     True,
                 )
         yield self._chunk({}, _finish(reply)), False
@@ -519,9 +490,7 @@ class _OpenAIEmitter:
                 "total_tokens": inp + out,
             }
             yield (
-                b"data: "
-                + json.dumps({**self.base, "choices": [], "usage": usage}).encode()
-                + b"\n\n",
+                b"data: " + json.dumps({**self.base, "choices": [], "usage": usage}).encode() + b"\n\n",
                 False,
             )
         yield b"data: [DONE]\n\n", False
@@ -546,9 +515,7 @@ class _OpenAIEmitter:
         return {
             **self.base,
             "object": "chat.completion",
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": _finish(reply)}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
             "usage": {
                 "prompt_tokens": inp,
                 "completion_tokens": out,
@@ -570,9 +537,7 @@ class _AnthropicEmitter:
     def _call_id(self, i: int, call: dict[str, Any]) -> str:
         return str(call.get("id") or f"toolu_{self.rec.index}_{i}")
 
-    def _block(
-        self, index: int, block: dict[str, Any], deltas: list[dict[str, Any]]
-    ) -> Iterator[tuple[bytes, bool]]:
+    def _block(self, index: int, block: dict[str, Any], deltas: list[dict[str, Any]]) -> Iterator[tuple[bytes, bool]]:
         """One content block: start, its deltas (content deltas flagged True), stop."""
         is_tool = block["type"] == "tool_use"
         start = {"type": "content_block_start", "index": index, "content_block": block}
@@ -589,12 +554,12 @@ class _AnthropicEmitter:
     def _blocks(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         reply = self.reply
         if thought := reply.get("thought", ""):
-            pieces = _pieces(thought, reply.get("thought_chunks"))
+            pieces = text_pieces(thought, reply.get("thought_chunks"))
             deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces]
             deltas.append({"type": "signature_delta", "signature": "fake-signature"})
             yield {"type": "thinking", "thinking": ""}, deltas
         if text := reply.get("text", ""):
-            pieces = _pieces(text, reply.get("chunks"))
+            pieces = text_pieces(text, reply.get("chunks"))
             yield (
                 {"type": "text", "text": ""},
                 [{"type": "text_delta", "text": p} for p in pieces],
@@ -679,9 +644,7 @@ class _AnthropicEmitter:
 class FakeLLMServer:
     """In-process handle: start/stop, push replies, read requests, await disconnects."""
 
-    def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, script: list[Reply] | None = None
-    ) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, script: list[Reply] | None = None) -> None:
         self.state = FakeLLMState()
         if script:
             self.state.push(*script)
@@ -711,23 +674,17 @@ class FakeLLMServer:
     def wait_for_request(self, count: int = 1, timeout: float = 5.0) -> bool:
         return self.state.wait_for(lambda: len(self.state.requests) >= count, timeout)
 
-    def wait_until_closed(
-        self, index: int = -1, timeout: float = 5.0
-    ) -> RecordedRequest | None:
+    def wait_until_closed(self, index: int = -1, timeout: float = 5.0) -> RecordedRequest | None:
         """Wait until request `index` ended (completed, errored or disconnected)."""
 
         def done() -> bool:
             reqs = self.state.requests
             return bool(reqs) and reqs[index].status != "open"
 
-        return (
-            self.state.requests[index] if self.state.wait_for(done, timeout) else None
-        )
+        return self.state.requests[index] if self.state.wait_for(done, timeout) else None
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, name="fake-llm", daemon=True
-        )
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="fake-llm", daemon=True)
         self._thread.start()
         return self
 
@@ -757,17 +714,13 @@ def load_script(path: str | os.PathLike[str]) -> list[Reply]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Fake LLM server (OpenAI + Anthropic SSE)"
-    )
+    parser = argparse.ArgumentParser(description="Fake LLM server (OpenAI + Anthropic SSE)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--script", help="JSON file with the initial reply queue")
     args = parser.parse_args(argv)
-    server = FakeLLMServer(
-        args.host, args.port, load_script(args.script) if args.script else None
-    )
+    server = FakeLLMServer(args.host, args.port, load_script(args.script) if args.script else None)
     if args.port_file:
         tmp = Path(args.port_file + ".tmp")
         tmp.write_text(str(server.port), encoding="utf-8")

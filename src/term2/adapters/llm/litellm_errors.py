@@ -27,9 +27,7 @@ _MAX_DETAIL = 300
 _PREFIX = re.compile(r"^((litellm\.)?\w+(Error|Exception)(:|\s+-)\s*)+")
 _SSL_NOISE = re.compile(r" ssl:<[^>]*>| ssl:default")
 _MESSAGE = re.compile(r"[\"']message[\"']\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
-_SUFFIX = re.compile(
-    r"\.?\s*(Received Model Group|Handle with `litellm|LiteLLM Retried).*$", re.DOTALL
-)
+_SUFFIX = re.compile(r"\.?\s*(Received Model Group|Handle with `litellm|LiteLLM Retried).*$", re.DOTALL)
 
 # First match along the exception's MRO wins; most specific names first.
 _BY_CLASS: tuple[tuple[str, type[LLMError], str], ...] = (
@@ -91,9 +89,7 @@ def _status(exc: BaseException) -> int | None:
 def _unwrap(exc: BaseException) -> BaseException:
     """MidStreamFallbackError wraps the real failure; judge by the original."""
     original = getattr(exc, "original_exception", None)
-    if type(exc).__name__ == "MidStreamFallbackError" and isinstance(
-        original, BaseException
-    ):
+    if type(exc).__name__ == "MidStreamFallbackError" and isinstance(original, BaseException):
         return original
     return exc
 
@@ -125,9 +121,7 @@ def _refused(exc: BaseException) -> BaseException | None:
 
 def _classify(exc: BaseException) -> tuple[type[LLMError], str]:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    if not names & _TIMEOUT_NAMES and (
-        _refused(exc) is not None or "connection error" in str(exc).lower()
-    ):
+    if not names & _TIMEOUT_NAMES and (_refused(exc) is not None or "connection error" in str(exc).lower()):
         return _UNREACHABLE
     for name, port_error, template in _BY_CLASS:
         if name in names:
@@ -142,9 +136,7 @@ def _classify(exc: BaseException) -> tuple[type[LLMError], str]:
     return _OTHER
 
 
-def map_litellm_error(
-    exc: BaseException, model: str, api_base: str | None = None
-) -> LLMError:
+def map_litellm_error(exc: BaseException, model: str, api_base: str | None = None) -> LLMError:
     """Build the port error for `exc`; the caller raises it `from exc` to keep the chain."""
     if isinstance(exc, LLMError):
         return exc

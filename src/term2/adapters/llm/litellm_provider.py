@@ -103,17 +103,13 @@ class LiteLLMProvider:
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    raise map_litellm_error(
-                        exc, model, self._settings.api_base
-                    ) from exc
+                    raise map_litellm_error(exc, model, self._settings.api_base) from exc
                 for event in self._translate(chunk, state):
                     yield event
             for ready in state.calls.ready():
                 yield ready
             if state.usage is not None:
-                yield Usage(
-                    state.usage[0], state.usage[1], self._settings.context_window
-                )
+                yield Usage(state.usage[0], state.usage[1], self._settings.context_window)
             yield Finished(finish_reason(state.finish, bool(state.calls)))
         finally:
             # Closing (not just dropping) the wrapper is what releases the HTTP stream;

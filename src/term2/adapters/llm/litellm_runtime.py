@@ -26,26 +26,35 @@ _OFFLINE_ENV = {
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 
+def _quiet_loggers(handler: logging.Handler | None) -> None:
+    """Pin litellm's loggers at WARNING, unpropagated, optionally with only `handler`.
+
+    Done before the import too: `import litellm` already logs DEBUG lines (client
+    creation) through a handler that writes below-WARNING records to stdout, and
+    those loggers inherit the root level, which a host app may have set to DEBUG.
+    """
+    for name in _LITELLM_LOGGERS:
+        logger = logging.getLogger(name)
+        if handler is not None:
+            logger.handlers[:] = [handler]
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+
+
 @functools.cache
 def load_litellm() -> Any:
     """Import and configure litellm exactly once; returns the module (untyped)."""
     for key, value in _OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    _quiet_loggers(None)
     import litellm
 
-    litellm.suppress_debug_info = (
-        True  # the "Give Feedback / Provider List" banners go to stdout
-    )
+    # The "Give Feedback / Provider List" banners are print()s to stdout.
+    litellm.suppress_debug_info = True
     litellm.disable_hf_tokenizer_download = True
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
-    for name in _LITELLM_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [
-            handler
-        ]  # drop litellm's handler that writes sub-WARNING to stdout
-        logger.setLevel(logging.WARNING)
-        logger.propagate = False
+    _quiet_loggers(handler)  # replaces litellm's stdout-routing handler
     return litellm
 
 

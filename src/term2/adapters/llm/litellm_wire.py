@@ -107,9 +107,7 @@ class ToolCallAssembler:
         for key in sorted(self._calls):
             call = self._calls[key]
             call_id = call.call_id or f"call_{key}"
-            request = ToolCallRequest(
-                call_id=call_id, name=call.name, arguments="".join(call.arguments)
-            )
+            request = ToolCallRequest(call_id=call_id, name=call.name, arguments="".join(call.arguments))
             out.append(ToolCallReady(request))
         return out
 

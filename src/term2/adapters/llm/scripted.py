@@ -50,9 +50,7 @@ class ScriptedProvider:
         self.delay = delay  # seconds before each event, to make streams cancellable
         self.requests: list[CompletionRequest] = []
         self.completed_streams = 0
-        self.aborted_streams = (
-            0  # closed or cancelled before the end: the "HTTP stream" closed
-        )
+        self.aborted_streams = 0  # closed or cancelled before the end: the "HTTP stream" closed
         self.closed = False
 
     def push(self, *responses: Response) -> None:
@@ -103,12 +101,8 @@ def text_response(text: str, *pieces: str) -> list[ScriptItem]:
     return [TextDelta(p) for p in (pieces or (text,))]
 
 
-def tool_call_response(
-    *calls: tuple[str, str, str], text: str = ""
-) -> list[ScriptItem]:
+def tool_call_response(*calls: tuple[str, str, str], text: str = "") -> list[ScriptItem]:
     """A response asking for tools; each call is (call_id, name, arguments_json)."""
     items: list[ScriptItem] = [TextDelta(text)] if text else []
-    items.extend(
-        ToolCallReady(ToolCallRequest(cid, name, args)) for cid, name, args in calls
-    )
+    items.extend(ToolCallReady(ToolCallRequest(cid, name, args)) for cid, name, args in calls)
     return items

@@ -1,0 +1,448 @@
+"""One contract suite for every LLMProvider adapter.
+
+The same scripted replies run against the ScriptedProvider, litellm speaking
+the OpenAI chat-completions protocol, and litellm speaking the Anthropic
+Messages protocol (both to the local fake server). Passing all three shows that
+swapping providers is configuration only, and that the port semantics (event
+order, one Finished, error mapping, stream closing) do not depend on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+import pytest
+
+# `tests` is not a package on pytest's default sys.path (rootdir isn't added).
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from term2.adapters.llm.litellm_provider import LiteLLMProvider  # noqa: E402
+from term2.adapters.llm.scripted import ScriptedProvider  # noqa: E402
+from term2.domain.turn import FinishReason  # noqa: E402
+from term2.ports.llm import (  # noqa: E402
+    AuthenticationFailed,
+    ChatMessage,
+    CompletionRequest,
+    ContextWindowExceeded,
+    Finished,
+    LLMError,
+    LLMEvent,
+    LLMProvider,
+    ProviderSettings,
+    ProviderTimeout,
+    ProviderUnreachable,
+    RateLimited,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallReady,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+)
+from tests.fakes.llm_server import FakeLLMServer, start_fake_llm, text_pieces  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+CONTEXT_WINDOW = 200_000
+TOOLS = (
+    ToolSpec(
+        "read_file",
+        "Read a file",
+        {"type": "object", "properties": {"path": {"type": "string"}}},
+    ),
+    ToolSpec(
+        "write_file",
+        "Write a file",
+        {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        },
+    ),
+)
+REQUEST = CompletionRequest(
+    messages=(
+        ChatMessage("system", "You are terse."),
+        ChatMessage("user", "Look at the README."),
+        ChatMessage(
+            "assistant",
+            "",
+            tool_calls=(ToolCallRequest("call_0", "read_file", '{"path": "README.md"}'),),
+        ),
+        ChatMessage("tool", "# demo project", tool_call_id="call_0"),
+        ChatMessage("user", "Now summarise it."),
+    ),
+    tools=TOOLS,
+)
+_ERROR_BY_STATUS: dict[int, type[LLMError]] = {
+    400: ContextWindowExceeded,
+    401: AuthenticationFailed,
+    429: RateLimited,
+    500: LLMError,
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # litellm relies on asyncio (aiohttp); trio is not supported
+
+
+@pytest.fixture(scope="module")
+def llm_server() -> Iterator[FakeLLMServer]:
+    with start_fake_llm() as server:
+        yield server
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- harnesses
+
+
+class Harness(Protocol):
+    """What a contract test needs from one adapter under test."""
+
+    model: str
+
+    def push(self, reply: dict[str, Any]) -> None: ...
+
+    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider: ...
+
+    async def stream_closed_early(self, timeout: float) -> bool: ...
+
+
+def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMError]:
+    """The reference meaning of a fake-server reply, as port events."""
+    if status := reply.get("status"):
+        err = _ERROR_BY_STATUS.get(int(status), LLMError)
+        return [err(f"{model} failed (HTTP {status}): {reply.get('error_message', '')}")]
+    items: list[LLMEvent | LLMError] = []
+    items += [ThoughtDelta(p) for p in text_pieces(reply.get("thought", ""), None)]
+    items += [TextDelta(p) for p in text_pieces(reply.get("text", ""), reply.get("chunks"))]
+    if "stall_after" in reply:
+        deltas = items[: int(reply["stall_after"])]
+        return [*deltas, ProviderTimeout(f"Timed out waiting for {model} (HTTP 408)")]
+    for i, call in enumerate(reply.get("tool_calls", [])):
+        request = ToolCallRequest(f"call_{i}", call["name"], json.dumps(call["arguments"]))
+        items.append(ToolCallReady(request))
+    usage = reply.get("usage", {})
+    items.append(Usage(usage.get("input_tokens", 10), usage.get("output_tokens", 1), CONTEXT_WINDOW))
+    finish = reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop")
+    if finish == "stop" and reply.get("tool_calls"):
+        finish = "tool_calls"
+    items.append(Finished(FinishReason(finish)))
+    return items
+
+
+class ScriptedHarness:
+    model = "scripted/fake"
+
+    def __init__(self) -> None:
+        self.scripted = ScriptedProvider()
+        self._delay = 0.0
+
+    def push(self, reply: dict[str, Any]) -> None:
+        self._delay = float(reply.get("chunk_delay", 0.0))
+        self.scripted.push(scripted_events(reply, self.model))
+
+    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider:
+        if unreachable:
+            return ScriptedProvider([ProviderUnreachable(f"Cannot reach {self.model}")])
+        self.scripted.delay = self._delay
+        return self.scripted
+
+    async def stream_closed_early(self, timeout: float) -> bool:
+        return self.scripted.aborted_streams == 1
+
+
+class LiteLLMHarness:
+    def __init__(self, server: FakeLLMServer, model: str, api_base: str) -> None:
+        self.server, self.model, self.api_base = server, model, api_base
+
+    def push(self, reply: dict[str, Any]) -> None:
+        self.server.push(reply)
+
+    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider:
+        base = self.api_base
+        if unreachable:
+            base = base.replace(str(self.server.port), str(_closed_port()))
+        settings = ProviderSettings(
+            model=self.model,
+            api_base=base,
+            api_key="sk-contract",
+            timeout_s=timeout_s,
+            context_window=CONTEXT_WINDOW,
+        )
+        return LiteLLMProvider(settings)
+
+    async def stream_closed_early(self, timeout: float) -> bool:
+        rec = await anyio.to_thread.run_sync(lambda: self.server.wait_until_closed(timeout=timeout))
+        return rec is not None and rec.status == "disconnected"
+
+
+@pytest.fixture(params=["scripted", "litellm-openai", "litellm-anthropic"])
+def harness(request: pytest.FixtureRequest, llm_server: FakeLLMServer) -> Harness:
+    llm_server.state.reset()
+    if request.param == "scripted":
+        return ScriptedHarness()
+    if request.param == "litellm-openai":
+        return LiteLLMHarness(llm_server, "openai/fake-gpt", llm_server.base_url + "/v1")
+    return LiteLLMHarness(llm_server, "anthropic/fake-claude", llm_server.base_url)
+
+
+@asynccontextmanager
+async def opened(harness: Harness, **kwargs: Any) -> AsyncIterator[LLMProvider]:
+    provider = harness.provider(**kwargs)
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
+async def collect(harness: Harness, reply: dict[str, Any], **kwargs: Any) -> list[LLMEvent]:
+    harness.push(reply)
+    async with opened(harness, **kwargs) as provider:
+        return [event async for event in provider.stream(REQUEST)]
+
+
+def _of(events: list[LLMEvent], kind: type[Any]) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def _assert_one_finished_last(events: list[LLMEvent]) -> FinishReason:
+    assert len(_of(events, Finished)) == 1, events
+    assert isinstance(events[-1], Finished), events
+    return events[-1].reason
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+async def test_text_streams_in_order(harness: Harness) -> None:
+    events = await collect(harness, {"text": "Hello world", "chunks": 3})
+    assert [e.text for e in _of(events, TextDelta)] == ["Hell", "o wo", "rld"]
+    assert _assert_one_finished_last(events) is FinishReason.STOP
+    assert not _of(events, ToolCallReady)
+
+
+async def test_thoughts_arrive_before_text(harness: Harness) -> None:
+    events = await collect(harness, {"thought": "Let me think.", "text": "Done."})
+    kinds = [type(e) for e in events if isinstance(e, (ThoughtDelta, TextDelta))]
+    assert "".join(e.text for e in _of(events, ThoughtDelta)) == "Let me think."
+    assert "".join(e.text for e in _of(events, TextDelta)) == "Done."
+    assert kinds.index(TextDelta) > kinds.index(ThoughtDelta)
+    assert _assert_one_finished_last(events) is FinishReason.STOP
+
+
+async def test_parallel_tool_calls_are_reassembled(harness: Harness) -> None:
+    calls = [
+        {"name": "read_file", "arguments": {"path": "README.md"}},
+        {"name": "write_file", "arguments": {"path": "notes.txt", "content": 'a "quoted" line\n'}},
+    ]
+    events = await collect(harness, {"text": "Checking.", "tool_calls": calls, "arg_chunks": 4})
+    ready = [e.call for e in _of(events, ToolCallReady)]
+    assert [(c.name, json.loads(c.arguments)) for c in ready] == [(c["name"], c["arguments"]) for c in calls]
+    assert all(c.call_id for c in ready) and len({c.call_id for c in ready}) == 2
+    assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
+    last_ready = max(i for i, e in enumerate(events) if isinstance(e, ToolCallReady))
+    assert all(not isinstance(e, TextDelta) for e in events[last_ready:])
+
+
+async def test_tool_calls_with_finish_stop_report_tool_calls(harness: Harness) -> None:
+    reply = {"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}], "finish": "stop"}
+    events = await collect(harness, reply)
+    assert len(_of(events, ToolCallReady)) == 1
+    assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
+
+
+async def test_usage_is_reported_with_context_window(harness: Harness) -> None:
+    events = await collect(harness, {"text": "Hi", "usage": {"input_tokens": 42, "output_tokens": 7}})
+    usage = _of(events, Usage)
+    assert usage == [Usage(42, 7, CONTEXT_WINDOW)]
+    assert events.index(usage[0]) < len(events) - 1
+
+
+@pytest.mark.parametrize(
+    ("finish", "expected"),
+    [("length", FinishReason.LENGTH), ("content_filter", FinishReason.CONTENT_FILTER)],
+)
+async def test_finish_reasons(harness: Harness, finish: str, expected: FinishReason) -> None:
+    events = await collect(harness, {"text": "partial", "finish": finish})
+    assert _assert_one_finished_last(events) is expected
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ({"status": 401}, AuthenticationFailed),
+        ({"status": 429}, RateLimited),
+        ({"status": 500}, LLMError),
+        (
+            {
+                "status": 400,
+                "error_code": "context_length_exceeded",
+                "error_message": "prompt is too long: 250000 tokens > 200000 maximum",
+            },
+            ContextWindowExceeded,
+        ),
+    ],
+    ids=["401", "429", "500", "400-context"],
+)
+async def test_http_errors_map_to_port_errors(
+    harness: Harness, reply: dict[str, Any], expected: type[LLMError]
+) -> None:
+    with pytest.raises(LLMError) as caught:
+        await collect(harness, reply)
+    assert type(caught.value) is expected, repr(caught.value)
+    message = str(caught.value)
+    assert harness.model in message and f"HTTP {reply['status']}" in message, message
+    assert "litellm." not in message and "Handle with" not in message, message
+
+
+async def test_connection_refused_is_unreachable(harness: Harness) -> None:
+    started = time.monotonic()
+    with pytest.raises(ProviderUnreachable) as caught:
+        async with opened(harness, unreachable=True) as provider:
+            [e async for e in provider.stream(REQUEST)]
+    assert harness.model in str(caught.value)
+    assert time.monotonic() - started < 5, "no hidden retries"
+
+
+async def test_stall_mid_stream_times_out(harness: Harness) -> None:
+    harness.push({"text": "one two three", "stall_after": 1, "stall_seconds": 20})
+    seen: list[LLMEvent] = []
+    started = time.monotonic()
+    with pytest.raises(ProviderTimeout) as caught:
+        async with opened(harness, timeout_s=0.5) as provider:
+            async for event in provider.stream(REQUEST):
+                seen.append(event)
+    assert time.monotonic() - started < 5
+    assert [e.text for e in _of(seen, TextDelta)] == ["one "]
+    assert not _of(seen, Finished)
+    assert harness.model in str(caught.value)
+
+
+# --------------------------------------------------------------------------- closing
+
+
+async def test_cancelling_the_consumer_closes_the_stream(harness: Harness) -> None:
+    harness.push({"text": "word " * 400, "chunk_delay": 0.02})
+    got_two = anyio.Event()
+    seen: list[LLMEvent] = []
+    async with opened(harness) as provider:
+
+        async def consume() -> None:
+            async for event in provider.stream(REQUEST):
+                seen.append(event)
+                if len(_of(seen, TextDelta)) == 2:
+                    got_two.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            with anyio.fail_after(10):
+                await got_two.wait()
+            tg.cancel_scope.cancel()
+        assert await harness.stream_closed_early(timeout=1.0)
+    assert not _of(seen, Finished)
+
+
+async def test_closing_the_iterator_closes_the_stream(harness: Harness) -> None:
+    harness.push({"text": "word " * 400, "chunk_delay": 0.02})
+    async with opened(harness) as provider:
+        async with aclosing(provider.stream(REQUEST)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    break
+        assert await harness.stream_closed_early(timeout=1.0)
+
+
+async def test_aclose_is_idempotent_and_safe_before_use(harness: Harness) -> None:
+    provider = harness.provider()
+    await provider.aclose()
+    await provider.aclose()
+
+
+# --------------------------------------------------------------------------- stdout
+
+
+_STDOUT_PROBE = textwrap.dedent(
+    """
+    import logging, sys, anyio
+    logging.basicConfig(level=logging.DEBUG)  # a host app turning DEBUG on must not leak
+    from term2.adapters.llm.litellm_provider import LiteLLMProvider
+    from term2.ports.llm import ChatMessage, CompletionRequest, LLMError, ProviderSettings
+
+    async def main(base: str) -> None:
+        req = CompletionRequest((ChatMessage("user", "hi"),))
+        kinds = []
+        for model, api_base in (("openai/fake-401", base + "/v1"), ("nosuchprovider/x", None)):
+            provider = LiteLLMProvider(ProviderSettings(model, api_base=api_base, api_key="k"))
+            try:
+                async for _ in provider.stream(req):
+                    pass
+            except LLMError as err:
+                kinds.append(type(err).__name__)
+            await provider.aclose()
+        sys.stderr.write("PROBE " + " ".join(kinds) + "\\n")
+
+    anyio.run(main, sys.argv[1])
+    """
+)
+
+
+@dataclass
+class _Probe:
+    proc: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stdout_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Probe]:
+    """Start the stdout probe at module setup so its slow litellm import overlaps the suite."""
+    out_dir = tmp_path_factory.mktemp("stdout-probe")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    with start_fake_llm() as server:  # its own server: no race with the shared request log
+        with (out_dir / "out").open("wb") as out, (out_dir / "err").open("wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _STDOUT_PROBE, server.base_url],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+            )
+        try:
+            yield _Probe(proc, out_dir / "out", out_dir / "err")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def test_litellm_never_writes_to_stdout(stdout_probe: _Probe) -> None:
+    """Fresh interpreter, root logger at DEBUG, a 401 and an unknown provider: fd 1 stays empty."""
+    returncode = stdout_probe.proc.wait(timeout=150)
+    stderr = stdout_probe.stderr.read_text(errors="replace")
+    assert returncode == 0, stderr[-3000:]
+    assert "PROBE AuthenticationFailed BadRequest" in stderr, stderr[-3000:]
+    assert stdout_probe.stdout.read_bytes() == b""
