@@ -200,10 +200,6 @@ def test_effort_from_file_out_of_range_is_refused_naming_the_key(env: dict[str, 
         load_settings(env)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src/term2/app/config.py load_settings: the final effort check does not say which layer set it",
-)
 def test_effort_from_file_out_of_range_names_the_file(env: dict[str, str]) -> None:
     path = _write_config(env, 'effort = "huge"\n')
     with pytest.raises(ConfigError, match=str(path)):

@@ -102,10 +102,6 @@ def test_unknown_provider() -> None:
         resolve("nope/model")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model_resolution.py:64 matches providers by prefix: 'open' borrows openai's gpt-5 and is accepted",
-)
 def test_provider_prefix_is_not_a_provider() -> None:
     with pytest.raises(ModelResolutionError, match="unknown provider 'open'"):
         resolve("open/gpt-5")

@@ -95,6 +95,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         out["max_turn_requests"] = _expect(int, data["max_turn_requests"], f"{where}: max_turn_requests")
     if "request_timeout" in data:
         out["request_timeout"] = float(_expect((int, float), data["request_timeout"], f"{where}: request_timeout"))
+    _check_ranges(out, where)
     providers: dict[str, ProviderConfig] = {}
     for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
         block = _expect(dict, block, f"{where}: providers.{name}")
@@ -120,6 +121,17 @@ def _from_file(path: Path) -> dict[str, Any]:
     return out
 
 
+def _check_ranges(values: Mapping[str, Any], source: str) -> None:
+    """Name the layer a bad value came from, so the user knows which file or variable to fix."""
+    effort = values.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise ConfigError(f"{source}: effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
+    if values.get("max_turn_requests", 1) < 1:
+        raise ConfigError(f"{source}: max_turn_requests must be at least 1")
+    if values.get("request_timeout", 1.0) <= 0:
+        raise ConfigError(f"{source}: request_timeout must be positive")
+
+
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in ("provider", "model", "effort", "home"):
@@ -140,6 +152,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             raw = env["TERM2_REQUEST_TIMEOUT"]
             raise ConfigError(f"TERM2_REQUEST_TIMEOUT: expected a number, got {raw!r}") from exc
+    _check_ranges(out, "environment (TERM2_*)")
     return out
 
 

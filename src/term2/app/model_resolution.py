@@ -33,7 +33,7 @@ def resolve_model(
     if provider and not pattern.startswith(provider + "/"):
         by_key = {m.model_id: m for m in models}
         exact = by_key.get(pattern) or by_key.get(f"{provider}/{pattern}")
-        if exact is not None and exact.provider.startswith(provider):
+        if exact is not None and _same_provider(exact.provider, provider):
             return ResolvedModel(exact.model_id if "/" in exact.model_id else f"{provider}/{pattern}", provider, exact)
         return _qualified(f"{provider}/{pattern}", models, providers)
     for info in models:
@@ -61,8 +61,13 @@ def _qualified(name: str, models: tuple[ModelInfo, ...], providers: Collection[s
     if not rest:
         raise ModelResolutionError(f"model {name!r} is missing its name after the provider")
     for info in models:
-        if info.model_id in (name, rest) and info.provider.startswith(provider):
+        if info.model_id in (name, rest) and _same_provider(info.provider, provider):
             return ResolvedModel(name, provider, info)
     if provider not in providers:
         raise ModelResolutionError(f"unknown provider {provider!r} in model {name!r}")
     return ResolvedModel(name, provider, None)
+
+
+def _same_provider(catalog_provider: str, provider: str) -> bool:
+    """litellm names some providers by family (`vertex_ai-language-models`); a bare prefix is not enough."""
+    return catalog_provider == provider or catalog_provider.startswith(provider + "-")

@@ -207,7 +207,11 @@ class JsonRpcConnection:
         if handler is None:
             return _error(request_id, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
         if batch is None and self._dispatcher.is_inline(method):
-            return await self._call(request_id, method, handler, params)
+            reply, then = await self._invoke(request_id, method, handler, params)
+            await self._send(reply)
+            if then is not None:
+                tg.start_soon(then)
+            return None
         if request_id in self._in_flight:
             return _error(request_id, RpcError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight"))
         scope = anyio.CancelScope()
@@ -235,17 +239,12 @@ class JsonRpcConnection:
             reply = _error(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
         if batch is not None:
             batch.append(reply)
-        else:
-            await self._send(reply)
+            if then is not None:  # unreachable while prompts are refused in batches
+                raise RuntimeError(f"{method} returned a continuation inside a batch")
+            return
+        await self._send(reply)
         if then is not None:
             await then()
-
-    async def _call(self, request_id: RequestId, method: str, handler: Handler, params: Any) -> dict[str, Any]:
-        reply, then = await self._invoke(request_id, method, handler, params)
-        if then is not None:
-            assert self._tg is not None
-            self._tg.start_soon(then)
-        return reply
 
     async def _invoke(
         self, request_id: RequestId, method: str, handler: Handler, params: Any
