@@ -554,9 +554,8 @@ async def test_every_denial_leaves_files_untouched(
     assert target.read_text() == "before\n"
     assert not (h.outside / "new.txt").exists()
     assert f"({reason}); the tool did not run." in text
-    expected = ToolStatus.CANCELLED if reason == "cancelled" else ToolStatus.FAILED
-    assert h.statuses() == [ToolStatus.PENDING, expected] * 2
-    assert h.recorded_statuses() == [ToolStatus.PENDING, expected] * 2
+    assert h.statuses() == [ToolStatus.PENDING, ToolStatus.FAILED] * 2
+    assert h.recorded_statuses() == [ToolStatus.PENDING, ToolStatus.FAILED] * 2
     (content,) = h.last().content
     assert isinstance(content, TextOutput) and "did not run" in content.text
 

@@ -89,10 +89,10 @@ class WorkspaceToolbox:
         )
         denial = await authorize(invocation, pending, ctx)
         if denial is not None:
-            status = (
-                ToolStatus.CANCELLED if denial == "cancelled" else ToolStatus.FAILED
-            )
-            return await tracker.fail(denial_message(denial), status)
+            # A denied call fails, whatever the reason (a client's "cancelled"
+            # answer included): the turn goes on. A cancelled turn never gets
+            # here; it leaves through CancelledError and is reported cancelled.
+            return await tracker.fail(denial_message(denial))
 
         await tracker.progress(invocation.content_on_start(call.call_id))
         outcome = await self._run(tool, invocation.run, ctx, call.call_id)
