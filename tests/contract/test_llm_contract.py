@@ -138,6 +138,10 @@ def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMErr
     if "stall_after" in reply:
         deltas = items[: int(reply["stall_after"])]
         return [*deltas, ProviderTimeout(f"Timed out waiting for {model} (HTTP 408)")]
+    if "error_after" in reply:
+        deltas = items[: int(reply["error_after"])]
+        message = reply.get("error_message", "Overloaded (fake).")
+        return [*deltas, LLMError(f"Provider error from {model} (HTTP 500): {message}")]
     for i, call in enumerate(reply.get("tool_calls", [])):
         request = ToolCallRequest(f"call_{i}", call["name"], json.dumps(call["arguments"]))
         items.append(ToolCallReady(request))
@@ -339,6 +343,19 @@ async def test_stall_mid_stream_times_out(harness: Harness) -> None:
     assert [e.text for e in _of(seen, TextDelta)] == ["one "]
     assert not _of(seen, Finished)
     assert harness.model in str(caught.value)
+
+
+async def test_error_event_mid_stream_is_a_provider_error(harness: Harness) -> None:
+    harness.push({"text": "one two three", "error_after": 1, "error_message": "Overloaded now"})
+    seen: list[LLMEvent] = []
+    with pytest.raises(LLMError) as caught:
+        async with opened(harness) as provider:
+            async for event in provider.stream(REQUEST):
+                seen.append(event)
+    assert type(caught.value) is LLMError, repr(caught.value)
+    assert harness.model in str(caught.value) and "Overloaded now" in str(caught.value)
+    assert [e.text for e in _of(seen, TextDelta)] == ["one "]
+    assert not _of(seen, Finished)
 
 
 # --------------------------------------------------------------------------- closing

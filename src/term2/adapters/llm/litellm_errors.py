@@ -24,10 +24,13 @@ from term2.ports.llm import (
 
 _MAX_DETAIL = 300
 # "litellm.RateLimitError: AnthropicException - " and "InternalServerError: OpenAIException - "
-_PREFIX = re.compile(r"^((litellm\.)?\w+(Error|Exception)(:|\s+-)\s*)+")
+_PREFIX = re.compile(r"^((litellm\.\w+|\w+(Error|Exception))(:|\s+-)\s*)+")
 _SSL_NOISE = re.compile(r" ssl:<[^>]*>| ssl:default")
 _MESSAGE = re.compile(r"[\"']message[\"']\s*:\s*\"((?:[^\"\\]|\\.)*)\"")
-_SUFFIX = re.compile(r"\.?\s*(Received Model Group|Handle with `litellm|LiteLLM Retried).*$", re.DOTALL)
+_SUFFIX = re.compile(
+    r"\.?\s*(Received Model Group|Handle with `litellm|LiteLLM Retried|Error_str:).*$",
+    re.DOTALL,
+)
 
 # First match along the exception's MRO wins; most specific names first.
 _BY_CLASS: tuple[tuple[str, type[LLMError], str], ...] = (
@@ -39,11 +42,6 @@ _BY_CLASS: tuple[tuple[str, type[LLMError], str], ...] = (
     ("AuthenticationError", AuthenticationFailed, "Authentication failed for {model}"),
     ("PermissionDeniedError", AuthenticationFailed, "Permission denied for {model}"),
     ("RateLimitError", RateLimited, "Rate limited by {model}"),
-    ("Timeout", ProviderTimeout, "Timed out waiting for {model}"),
-    ("APITimeoutError", ProviderTimeout, "Timed out waiting for {model}"),
-    ("TimeoutException", ProviderTimeout, "Timed out waiting for {model}"),
-    ("APIConnectionError", ProviderUnreachable, "Cannot reach {model}"),
-    ("ConnectError", ProviderUnreachable, "Cannot reach {model}"),
     (
         "UnsupportedParamsError",
         BadRequest,
@@ -54,12 +52,16 @@ _BY_CLASS: tuple[tuple[str, type[LLMError], str], ...] = (
     ("UnprocessableEntityError", BadRequest, "{model} rejected the request"),
 )
 _TIMEOUT_NAMES = {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}
+# Transport-level failures (httpx, aiohttp, builtins). litellm's own APIConnectionError
+# is not one of them: it also wraps provider error events that arrive mid-stream.
 _CONNECT_NAMES = {
-    "APIConnectionError",
     "ConnectError",
     "ClientConnectorError",
     "ConnectionError",  # builtins: refused, reset, aborted
     "gaierror",
+    "RemoteProtocolError",
+    "ServerDisconnectedError",
+    "ClientPayloadError",
 }
 _UNREACHABLE = (ProviderUnreachable, "Cannot reach {model}")
 _SERVER_ERROR = (LLMError, "Provider error from {model}")
@@ -104,34 +106,36 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _refused(exc: BaseException) -> BaseException | None:
-    """The low-level connect failure behind `exc`, if that is what it really is.
+def _transport_failure(exc: BaseException) -> BaseException | None:
+    """The deepest transport-level failure behind `exc` (refused, reset, DNS), if any.
 
     litellm reports a refused connection as a 500 InternalServerError on the
     openai/ and anthropic/ paths; only the cause chain tells the truth.
     """
+    found: BaseException | None = None
     for cause in _causes(exc)[1:]:
         names = {cls.__name__ for cls in type(cause).__mro__}
         if names & _TIMEOUT_NAMES:
             return None
         if names & _CONNECT_NAMES:
-            return cause
-    return None
+            found = cause
+    return found
 
 
 def _classify(exc: BaseException) -> tuple[type[LLMError], str]:
     names = {cls.__name__ for cls in type(exc).__mro__}
-    if not names & _TIMEOUT_NAMES and (_refused(exc) is not None or "connection error" in str(exc).lower()):
+    if names & _TIMEOUT_NAMES:
+        return ProviderTimeout, "Timed out waiting for {model}"
+    if _transport_failure(exc) is not None:
         return _UNREACHABLE
+    if "APIConnectionError" in names:
+        # With a cause, the provider answered and then failed (e.g. an error event
+        # mid-stream); without one, it is a bare connection failure.
+        return _SERVER_ERROR if len(_causes(exc)) > 1 else _UNREACHABLE
     for name, port_error, template in _BY_CLASS:
         if name in names:
             return port_error, template
-    if names & {
-        "InternalServerError",
-        "ServiceUnavailableError",
-        "BadGatewayError",
-        "APIError",
-    }:
+    if names & {"InternalServerError", "ServiceUnavailableError", "BadGatewayError", "APIError"}:
         return _SERVER_ERROR
     return _OTHER
 
@@ -145,7 +149,7 @@ def map_litellm_error(exc: BaseException, model: str, api_base: str | None = Non
     if port_error is ProviderUnreachable:
         # No HTTP exchange happened: litellm's "500" would mislead, so say where instead.
         where = f" at {api_base}" if api_base else ""
-        root = _refused(inner) or inner
+        root = _transport_failure(inner) or inner
         head = template.format(model=model) + where
         return port_error(f"{head}: {_detail(root) or 'connection failed'}")
     status = _status(inner)
