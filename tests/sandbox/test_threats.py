@@ -11,9 +11,11 @@ creates, or non-routable documentation addresses.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
 import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox
-from term2.ports.sandbox import CommandRequest, CommandResult
+from term2.ports.sandbox import CommandRequest, CommandResult, SandboxUnavailable
 
 if TYPE_CHECKING:
     from tests.sandbox.conftest import Box
@@ -587,3 +589,62 @@ async def test_fake_bwrap_first_on_path(box: Box, monkeypatch: pytest.MonkeyPatc
     assert status.available
     assert not marker.exists()
     assert text(result) == "ran inside\n"
+
+
+# --- fail-closed: the sandbox refuses to run rather than run unconfined (40) ------------------
+
+
+async def _refused(bwrap: str) -> str:
+    sandbox = BubblewrapSandbox(bwrap=bwrap)
+    status = await sandbox.status()
+    assert not status.available
+    with pytest.raises(SandboxUnavailable):
+        await sandbox.run(CommandRequest(command="true", root="/tmp", cwd="/tmp"))
+    return status.detail
+
+
+@pytest.fixture
+def bwrap_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "bwrap"
+    shutil.copy2("/usr/bin/bwrap", copy)
+    return copy
+
+
+async def test_missing_bwrap_is_unavailable(tmp_path: Path) -> None:
+    assert "not installed" in await _refused(str(tmp_path / "bwrap"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root-owned copy of bwrap needs root")
+async def test_group_writable_bwrap_is_refused(bwrap_copy: Path) -> None:
+    bwrap_copy.chmod(0o775)
+    assert "writable by group or others" in await _refused(str(bwrap_copy))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+async def test_bwrap_not_owned_by_root_is_refused(bwrap_copy: Path) -> None:
+    os.chown(bwrap_copy, 65534, 65534)
+    assert "not root" in await _refused(str(bwrap_copy))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root-owned fake bwrap needs root")
+async def test_old_bwrap_is_refused(tmp_path: Path) -> None:
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho bubblewrap 0.7.0\n")
+    old.chmod(0o755)
+    assert "too old" in await _refused(str(old))
+
+
+def test_user_namespaces_refused_is_unavailable() -> None:
+    # Run the status probe inside an outer bwrap that forbids creating user namespaces.
+    code = (
+        "import anyio\n"
+        "from term2.adapters.sandbox import BubblewrapSandbox\n"
+        "print(anyio.run(BubblewrapSandbox().status))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    outer = ["/usr/bin/bwrap", "--dev-bind", "/", "/", "--unshare-user", "--disable-userns", "--"]
+    done = subprocess.run([*outer, sys.executable, "-c", code], env=env, capture_output=True, timeout=30)
+    if b"bwrap: execvp" in done.stderr:
+        pytest.skip(f"this interpreter cannot be started inside the outer bwrap: {done.stderr!r}")
+    assert "available=False" in done.stdout.decode(), done.stdout + done.stderr
+    assert "namespace" in done.stdout.decode()

@@ -57,6 +57,7 @@ _log = structlog.get_logger(__name__)
 # How long to wait for bwrap to go away after SIGKILL before giving up on it.
 KILL_GRACE_S = 5.0
 PROBE_TIMEOUT_S = 15.0
+PROBE_UID = 65534  # "nobody": stands in for a workspace owner in the status probe
 
 
 @dataclass(slots=True)
@@ -84,32 +85,45 @@ class BubblewrapSandbox:
     async def status(self) -> SandboxStatus:
         """Check the host, then run the production argv with ``true``.
 
+        As root, both production shapes are probed: a root-owned root, and one
+        owned by an unprivileged uid (bwrap then starts through setpriv). Only
+        the first decides availability; if the second fails (e.g. AppArmor
+        refusing unprivileged user namespaces), the detail says that
+        workspaces not owned by root will fail with SandboxFailed.
         A positive answer is cached for the adapter's life; a negative one is
         re-probed on every call (the host may be fixed without a restart).
         """
         if self._available is not None:
             return self._available
         problem = await check_host(self._bwrap)
+        if problem is None:
+            problem = await self._probe(owner=None)
         if problem is not None:
             return SandboxStatus(available=False, detail=problem)
-        probe_root = tempfile.mkdtemp(prefix="term2-probe-")
+        detail = f"bubblewrap at {self._bwrap}"
+        if os.geteuid() == 0:
+            dropped = await self._probe(owner=(PROBE_UID, PROBE_UID))
+            if dropped is not None:
+                detail += f"; workspaces not owned by root cannot be sandboxed: {dropped}"
+        self._available = SandboxStatus(available=True, detail=detail)
+        return self._available
+
+    async def _probe(self, owner: tuple[int, int] | None) -> str | None:
+        probe_root = tempfile.mkdtemp(prefix="term2-probe-", dir="/tmp")
         try:
-            request = CommandRequest(
-                command="true",
-                root=probe_root,
-                cwd=probe_root,
-                timeout_s=PROBE_TIMEOUT_S,
-            )
+            if owner is not None:
+                os.chmod(probe_root, 0o755)
+                os.chown(probe_root, *owner)
+            request = CommandRequest(command="true", root=probe_root, cwd=probe_root, timeout_s=PROBE_TIMEOUT_S)
             result = await self._run(request, None)
         except SandboxFailed as exc:
-            return SandboxStatus(available=False, detail=f"bwrap probe failed: {exc}")
+            return f"bwrap probe failed: {exc}"
         finally:
             os.rmdir(probe_root)
         if result.exit_code != 0:
-            detail = result.output.decode(errors="replace").strip() or f"exit {result.exit_code}"
-            return SandboxStatus(available=False, detail=f"bwrap probe failed: {detail}")
-        self._available = SandboxStatus(available=True, detail=f"bubblewrap at {self._bwrap}")
-        return self._available
+            output = result.output.decode(errors="replace").strip()
+            return f"bwrap probe failed: {output or f'exit {result.exit_code}'}"
+        return None
 
     # -- run ----------------------------------------------------------------
 
@@ -119,6 +133,9 @@ class BubblewrapSandbox:
         Output is capped at ``output_limit`` bytes; past it the tree is killed
         and ``truncated`` is set. No marker is appended: the bytes returned are
         exactly what the command wrote, and the caller renders the marker.
+        ``exit_code`` is the shell's status (128+N when the command died of
+        signal N); ``signal`` is SIGKILL only when the adapter itself killed
+        the tree (timeout, or output flood before an exit status arrived).
         """
         status = await self.status()
         if not status.available:
