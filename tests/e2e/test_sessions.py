@@ -83,6 +83,11 @@ class Recorded:
     read_sid: str  # a turn whose read_file call returned ~200 KB
     big_file: Path
     live_read_output: int  # length of the read_file output as sent live
+    stall_sid: str  # closed while the model was still streaming
+    close_messages: list[Message]  # what the writer saw from the close request to its response
+    close_request_id: int
+    stalled_llm_status: str  # how the fake LLM saw the stalled request end
+    live_write_ids: list[str]  # messageIds / toolCallIds of the write turn as sent live, in order
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +97,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     workspace = base / "project"
     workspace.mkdir()
     big = workspace / "big.txt"
+    notes = workspace / "notes.txt"
     big.write_text("".join(f"line {i:06d} " + "x" * 40 + "\n" for i in range(4000)))  # ~210 KB
     with start_fake_llm() as llm:
         writer = AcpProcess(base, env=llm_env(llm), home=home)
@@ -101,9 +107,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
             llm.push(
                 {
                     "text": "Writing the notes.",
-                    "tool_calls": [
-                        {"name": "write_file", "arguments": {"path": str(workspace / "notes.txt"), "content": "hello\n"}}
-                    ],
+                    "tool_calls": [{"name": "write_file", "arguments": {"path": str(notes), "content": "hello\n"}}],
                 },
                 {"text": "The notes are written."},
             )
@@ -114,6 +118,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                 "stopReason": "end_turn",
             }, live
             assert (workspace / "notes.txt").read_text() == "hello\n"
+            live_write_ids = list(
+                dict.fromkeys(
+                    u.get("messageId") or u["toolCallId"]
+                    for u in _session_updates(live, write_sid)[:-1]
+                    if u["sessionUpdate"] != "state_update"
+                )
+            )
             assert writer.result("session/close", {"sessionId": write_sid}) == {}
 
             read_sid = writer.new_session(workspace)
@@ -125,11 +136,41 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
             done = [u for u in updates(live, "tool_call_update") if u.get("status") == "completed"]
             assert len(done) == 1, updates(live)
             live_output = len(_texts([c["content"] for c in done[0]["content"] if c["type"] == "content"]))
+            llm.push({"text": "A second answer."})
+            writer.prompt_v2(read_sid, "Second question, not a title", timeout=TURN_TIMEOUT)
             assert writer.result("session/close", {"sessionId": read_sid}) == {}
+
+            # A turn still streaming when its session is closed.
+            stall_sid = writer.new_session(workspace)
+            llm.push({"text": "This answer will never be finished", "stall_after": 1, "stall_seconds": 60})
+            writer.request("session/prompt", {"sessionId": stall_sid, "prompt": [{"type": "text", "text": "Stall"}]})
+            writer.collect_until(
+                lambda m: (
+                    m.get("method") == "session/update"
+                    and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                ),
+                timeout=TURN_TIMEOUT,
+            )
+            close_id = writer.request("session/close", {"sessionId": stall_sid})
+            close_messages = writer.collect_until(lambda m: m.get("id") == close_id and "method" not in m, 30)
+            ended = llm.wait_until_closed(-1, timeout=10)
+            stalled_status = ended.status if ended is not None else "open"
             _finish(writer)
         finally:
             writer.kill()
-    yield Recorded(home, workspace, write_sid, read_sid, big, live_output)
+    yield Recorded(
+        home,
+        workspace,
+        write_sid,
+        read_sid,
+        big,
+        live_output,
+        stall_sid,
+        close_messages,
+        close_id,
+        stalled_status,
+        live_write_ids,
+    )
 
 
 # --------------------------------------------------------------------------- the whole life of a session
@@ -143,11 +184,11 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     b = acp(home=home)
     b.initialize(2)
     listed = {e["sessionId"]: e for e in b.result("session/list", {})["sessions"]}
-    assert set(listed) == {recorded.write_sid, recorded.read_sid}
+    assert set(listed) == {recorded.write_sid, recorded.read_sid, recorded.stall_sid}
     entry = listed[sid]
     assert entry["cwd"] == root
     assert WRITE_PROMPT in entry["title"]
-    assert "Read the big file" in listed[recorded.read_sid]["title"]
+    assert listed[recorded.read_sid]["title"] == "Read the big file"  # the first prompt names it
     stamp = datetime.fromisoformat(entry["updatedAt"])
     assert stamp.utcoffset() is not None, entry["updatedAt"]
 
@@ -155,8 +196,9 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     assert b.log == [], f"resume without replayFrom replayed: {b.log}"
 
     replays = []
+    from_start = {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}
     for _ in range(2):
-        assert b.result("session/resume", {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}) == {}
+        assert b.result("session/resume", from_start) == {}
         replays.append(_session_updates(b.log, sid))
     first, second = replays
     assert len(b.log) == len(first), "replay carried messages for another session or a non-update"
@@ -177,6 +219,12 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     assert len(set(ids)) == len(ids), f"message ids are not unique: {ids}"
     assert ids == [u.get("messageId") or u.get("toolCallId") for u in second], "messageIds changed between replays"
     assert first == second
+    assert ids == recorded.live_write_ids, "replay ids differ from the ids the live turn used"
+
+    wrong_root = _error(b.call("session/resume", {"sessionId": sid, "cwd": str(workspace.parent)}))
+    assert wrong_root["code"] == -32602 and "does not match" in wrong_root["message"]
+    no_such = _error(b.call("session/resume", {"sessionId": "sess_doesNotExist", "cwd": str(workspace)}))
+    assert no_such["code"] == -32602 and "unknown session" in no_such["message"]
 
     assert b.result("session/close", {"sessionId": sid}) == {}
     unknown = _error(b.call("session/close", {"sessionId": "sess_doesNotExist"}))
@@ -209,6 +257,25 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     _finish(b, c)
 
 
+def test_close_cancels_active_work_and_the_session_comes_back(acp, recorded: Recorded) -> None:
+    sid = recorded.stall_sid
+    seen = recorded.close_messages
+    assert seen[-1] == {"jsonrpc": "2.0", "id": recorded.close_request_id, "result": {}}
+    states = [u for u in _session_updates(seen, sid) if u["sessionUpdate"] == "state_update"]
+    assert states == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}], seen
+    assert recorded.stalled_llm_status == "disconnected", "closing did not abort the model stream"
+
+    client = acp(home=recorded.home)
+    client.initialize(2)
+    params = {"sessionId": sid, "cwd": str(recorded.workspace), "replayFrom": {"type": "start"}}
+    assert client.result("session/resume", params) == {}
+    replayed = _session_updates(client.log, sid)
+    assert replayed and replayed[0]["sessionUpdate"] == "user_message"
+    assert _texts(replayed[0]["content"]) == "Stall"
+    assert client.result("session/close", {"sessionId": sid}) == {}
+    _finish(client)
+
+
 # --------------------------------------------------------------------------- cwd validation
 
 
@@ -236,17 +303,13 @@ def test_session_new_validates_and_canonicalises_cwd(acp, workspace: Path, tmp_p
     assert [(e["sessionId"], e["cwd"]) for e in listed] == [(sid, os.path.realpath(elsewhere))]
     # The workspace root is the resolved target: resuming through either path works.
     assert client.result("session/resume", {"sessionId": sid, "cwd": str(elsewhere)}) == {}
-    _finish(client)
+    assert client.result("session/resume", {"sessionId": sid, "cwd": str(link)}) == {}
 
-
-def test_session_ids_are_unguessable(acp, workspace: Path) -> None:
-    client = acp()
-    client.initialize(2)
-    ids = [client.new_session(workspace) for _ in range(5)]
-    assert len(set(ids)) == 5
-    for sid in ids:
-        token = sid.removeprefix("sess_")
-        assert len(token) >= 20, sid  # ~128 bits of randomness, not a counter
+    # Session ids are unguessable: ~128 random bits, not a counter or a timestamp.
+    ids = [sid] + [client.new_session(workspace) for _ in range(4)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i.removeprefix("sess_")) >= 20 for i in ids), ids
+    assert len({i[:10] for i in ids}) == len(ids), ids
     _finish(client)
 
 
@@ -273,24 +336,6 @@ def test_unsupported_parameters_are_refused(acp, workspace: Path, tmp_path: Path
     error = _error(v2.call("session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": [stdio_v2]}))
     assert error["code"] == -32602
 
-    # Cursors: forged, or minted for another cwd filter.
-    other = tmp_path / "other"
-    other.mkdir()
-    for _ in range(51):
-        v2.new_session(other)
-    page = v2.result("session/list", {"cwd": str(other)})
-    assert len(page["sessions"]) == 50 and "nextCursor" in page
-    for params in (
-        {"cursor": "forged-cursor"},
-        {"cursor": page["nextCursor"] + "x"},
-        {"cursor": page["nextCursor"][:-2] + ("AA" if not page["nextCursor"].endswith("AA") else "BB"), "cwd": str(other)},
-        {"cursor": page["nextCursor"]},  # no filter now
-        {"cursor": page["nextCursor"], "cwd": str(workspace)},  # another filter
-    ):
-        error = _error(v2.call("session/list", params))
-        assert error["code"] == -32602 and "cursor" in error["message"], (params, error)
-    assert len(v2.result("session/list", {"cwd": str(other), "cursor": page["nextCursor"]})["sessions"]) == 1
-
     v1 = acp()
     v1.initialize(1)
     error = _error(v1.call("session/new", _v1_new(workspace, mcpServers=[stdio_v1])))
@@ -304,7 +349,9 @@ def test_unsupported_parameters_are_refused(acp, workspace: Path, tmp_path: Path
 # --------------------------------------------------------------------------- listing
 
 
-def test_list_pages_newest_first(acp, workspace: Path) -> None:
+def test_list_pages_newest_first_with_checked_cursors(acp, workspace: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
     client = acp()
     client.initialize(2)
     created = [client.new_session(workspace) for _ in range(60)]
@@ -319,6 +366,23 @@ def test_list_pages_newest_first(acp, workspace: Path) -> None:
     stamps = [datetime.fromisoformat(e["updatedAt"]) for e in first["sessions"] + second["sessions"]]
     assert all(s.utcoffset() is not None for s in stamps)
     assert stamps == sorted(stamps, reverse=True)
+
+    # The same pages under a cwd filter; its cursor is bound to that filter.
+    filtered = client.result("session/list", {"cwd": str(workspace)})
+    assert filtered["sessions"] == first["sessions"]
+    cursor = filtered["nextCursor"]
+    flipped = cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB")
+    for params in (
+        {"cursor": "forged-cursor"},
+        {"cursor": cursor + "x", "cwd": str(workspace)},
+        {"cursor": flipped, "cwd": str(workspace)},
+        {"cursor": cursor},  # no filter now
+        {"cursor": cursor, "cwd": str(other)},  # another filter
+    ):
+        error = _error(client.call("session/list", params))
+        assert error["code"] == -32602 and "cursor" in error["message"], (params, error)
+    rest = client.result("session/list", {"cwd": str(workspace), "cursor": cursor})
+    assert rest["sessions"] == second["sessions"]
     _finish(client)
 
 
