@@ -6,6 +6,7 @@ validates everything term2 sent against the official ACP JSON schemas.
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 from collections.abc import Iterator
@@ -371,11 +372,14 @@ def test_list_pages_newest_first_with_checked_cursors(acp, workspace: Path, tmp_
     filtered = client.result("session/list", {"cwd": str(workspace)})
     assert filtered["sessions"] == first["sessions"]
     cursor = filtered["nextCursor"]
-    flipped = cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB")
+    payload, _, tag = cursor.partition(".")
+    zero_tag = f"{payload}.{'A' * len(tag)}"
+    moved = base64.urlsafe_b64encode(b'[0,"sess_x"]').decode().rstrip("=") + "." + tag
     for params in (
         {"cursor": "forged-cursor"},
         {"cursor": cursor + "x", "cwd": str(workspace)},
-        {"cursor": flipped, "cwd": str(workspace)},
+        {"cursor": zero_tag, "cwd": str(workspace)},
+        {"cursor": moved, "cwd": str(workspace)},
         {"cursor": cursor},  # no filter now
         {"cursor": cursor, "cwd": str(other)},  # another filter
     ):
@@ -440,7 +444,16 @@ def test_two_processes_create_sessions_at_once(acp, workspace: Path, tmp_path: P
     reader.initialize(1)
     listed = _list_all(reader)
     assert sorted(e["sessionId"] for e in listed) == sorted(created[0] + created[1])
-    _finish(*writers, reader)
+    # A cursor belongs to the store, not to the process that issued it...
+    page = reader.result("session/list", {})
+    rest = writers[0].result("session/list", {"cursor": page["nextCursor"]})
+    assert [e["sessionId"] for e in page["sessions"] + rest["sessions"]] == [e["sessionId"] for e in listed]
+    # ...and one from another store is refused.
+    stranger = acp(home=tmp_path / "another-home")
+    stranger.initialize(2)
+    error = _error(stranger.call("session/list", {"cursor": page["nextCursor"]}))
+    assert error["code"] == -32602 and "cursor" in error["message"]
+    _finish(*writers, reader, stranger)
 
 
 def test_an_unusable_store_is_reported_and_serving_continues(acp, workspace: Path, tmp_path: Path) -> None:
@@ -459,6 +472,12 @@ def test_an_unusable_store_is_reported_and_serving_continues(acp, workspace: Pat
     assert _error(client.call("no/such/method", {}))["code"] == -32601
     # Still validating input before touching the store.
     assert _error(client.call("session/new", {"cwd": "relative"}))["code"] == -32602
+    # Once the disk is fixed the same process uses the store: nothing was cached broken.
+    blocker.unlink()
+    blocker.mkdir()
+    sid = client.new_session(workspace)
+    assert [e["sessionId"] for e in client.result("session/list", {})["sessions"]] == [sid]
+    assert (home / "sessions.sqlite3").exists()
     _finish(client)
 
 
