@@ -184,6 +184,7 @@ def test_specs_are_valid_json_schemas() -> None:
         "write_file",
         "edit_file",
         "run_shell",
+        "run_code",
     ]
     for spec in specs:
         jsonschema.Draft202012Validator.check_schema(spec.parameters)

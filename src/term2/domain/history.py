@@ -104,6 +104,7 @@ class ToolCall:
     raw_input: dict[str, object] = field(default_factory=dict)
     content: tuple[ToolOutput, ...] = ()
     locations: tuple[Location, ...] = ()
+    parent_id: str | None = None  # the run_code call this nested call was made from
     entry: Literal["tool_call"] = "tool_call"
 
 

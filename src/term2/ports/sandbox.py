@@ -28,6 +28,9 @@ class CommandRequest:
     cwd: str  # canonical folder the command starts in
     timeout_s: float = 120.0
     output_limit: int = 256 * 1024
+    # One end of a socket pair the command inherits (as TERM2_BRIDGE_FD): run_code's
+    # only channel to the agent. No other descriptor ever crosses into the sandbox.
+    bridge_fd: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

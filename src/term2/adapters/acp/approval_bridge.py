@@ -15,7 +15,7 @@ import structlog
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_common import locations
+from term2.adapters.acp.wire_common import locations, parent_meta
 from term2.app.sessions import SessionRegistry
 from term2.domain.approval import Choice
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
@@ -41,6 +41,7 @@ def _tool_call(request: ApprovalRequest) -> dict[str, Any]:
         "status": "pending",
         "rawInput": call.raw_input,
         "locations": locations(call.locations),
+        **parent_meta(call),
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from term2.domain.content import ContentBlock, TextBlock
-from term2.domain.history import Location
+from term2.domain.history import Location, ToolCall
 
 
 def content_block(block: ContentBlock) -> dict[str, Any]:
@@ -26,3 +26,10 @@ def locations(locs: tuple[Location, ...]) -> list[dict[str, Any]]:
             item["line"] = loc.line
         out.append(item)
     return out
+
+
+def parent_meta(call: ToolCall) -> dict[str, Any]:
+    """A nested run_code call names its parent in `_meta`, ACP's place for extensions."""
+    if call.parent_id is None:
+        return {}
+    return {"_meta": {"term2": {"parentToolCallId": call.parent_id}}}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from term2.adapters.acp.wire_common import content_block, locations, text_block
+from term2.adapters.acp.wire_common import content_block, locations, parent_meta, text_block
 from term2.domain.history import DiffOutput, TerminalOutput, TextOutput, ToolCall, ToolOutput, ToolStatus
 from term2.ports.updates import (
     MessageChunk,
@@ -49,6 +49,7 @@ def _tool_call(call: ToolCall, first: bool) -> dict[str, Any]:
         "rawInput": call.raw_input,
         "content": [_tool_content(c) for c in call.content],
         "locations": locations(call.locations),
+        **parent_meta(call),
     }
     return update
 

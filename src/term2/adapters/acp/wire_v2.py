@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from term2.adapters.acp.wire_common import content_block, locations, text_block
+from term2.adapters.acp.wire_common import content_block, locations, parent_meta, text_block
 from term2.domain.diff import git_patch
 from term2.domain.history import DiffOutput, TerminalOutput, TextOutput, ToolCall, ToolOutput
 from term2.ports.updates import (
@@ -63,6 +63,7 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
         "rawInput": call.raw_input,
         "content": [_tool_content(c) for c in call.content],
         "locations": locations(call.locations),
+        **parent_meta(call),
     }
 
 

@@ -146,7 +146,7 @@ class BubblewrapSandbox:
         root, cwd = _validated(request)
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
-        async with self._using(root) as use:
+        async with self._using(root, strip_setid=identity.host_root) as use:
             plan = plan_protection(root, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
             return await self._supervise(request, root, cwd, identity, plan.args, on_output)
@@ -176,16 +176,21 @@ class BubblewrapSandbox:
             host_masks=secret_masks(masks) if identity.host_root else [],
             protection=protection,
         )
+        env = sandbox_environment(root)
+        inherited: tuple[int, ...] = (status_w, seccomp_fd)
+        if request.bridge_fd is not None:  # run_code's channel: the one extra fd, announced by number
+            env["TERM2_BRIDGE_FD"] = str(request.bridge_fd)
+            inherited += (request.bridge_fd,)
         try:
             proc = await spawn(
                 argv,
-                env=sandbox_environment(root),
+                env=env,
                 cwd="/",
                 stdin=subprocess.DEVNULL,
                 stdout=output_w,
                 stderr=output_w,
                 close_fds=True,
-                pass_fds=(status_w, seccomp_fd),
+                pass_fds=inherited,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -218,15 +223,20 @@ class BubblewrapSandbox:
         return self._masks
 
     @asynccontextmanager
-    async def _using(self, root: str) -> AsyncIterator[_RootUse]:
-        """Count runs per root; clean the root up after each, ghosts after the last."""
+    async def _using(self, root: str, *, strip_setid: bool) -> AsyncIterator[_RootUse]:
+        """Count runs per root; clean the root up after each, ghosts after the last.
+
+        Setuid/setgid stripping runs only when the sandbox was host root: the
+        seccomp filter refuses to create those bits in every mode, and walking
+        a large tree after every command costs seconds.
+        """
         use = self._roots.setdefault(root, _RootUse())
         use.active += 1
         try:
             yield use
         finally:
             with anyio.CancelScope(shield=True):
-                changed = await anyio.to_thread.run_sync(strip_setid_bits, root)
+                changed = await anyio.to_thread.run_sync(strip_setid_bits, root) if strip_setid else []
                 if changed:
                     _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
                 use.active -= 1

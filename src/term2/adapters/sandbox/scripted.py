@@ -11,8 +11,10 @@ SandboxUnavailable when configured unavailable.
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -40,6 +42,9 @@ class Script:
     chunk_delay_s: float = 0.0
     hang: bool = False
     setup_failure: str | None = None
+    # Stands in for a run_code program: called in a worker thread with the bridge
+    # socket (the request's bridge_fd); what it returns is the command's output.
+    program: Callable[[socket.socket], bytes] | None = None
 
 
 NOT_FOUND = Script(chunks=(b"scripted sandbox: command not found\n",), exit_code=127)
@@ -73,6 +78,8 @@ class ScriptedSandbox:
         script = self._scripts.get(request.command, NOT_FOUND)
         if script.setup_failure is not None:
             raise SandboxFailed(script.setup_failure)
+        if script.program is not None:
+            return await self._run_program(request, script.program, on_output)
         output = bytearray()
         with anyio.move_on_after(request.timeout_s) as deadline:
             for index, chunk in enumerate(script.chunks):
@@ -97,3 +104,21 @@ class ScriptedSandbox:
             return CommandResult(None, signal.SIGKILL, bytes(output), truncated=False, timed_out=True)
         await anyio.lowlevel.checkpoint()
         return CommandResult(script.exit_code, None, bytes(output), truncated=False, timed_out=False)
+
+    async def _run_program(
+        self, request: CommandRequest, program: Callable[[socket.socket], bytes], on_output: OutputSink | None
+    ) -> CommandResult:
+        if request.bridge_fd is None:
+            raise SandboxFailed("scripted program needs a bridge_fd")
+        sock = socket.socket(fileno=os.dup(request.bridge_fd))
+        try:
+            with anyio.move_on_after(request.timeout_s) as deadline:
+                output = await anyio.to_thread.run_sync(program, sock, abandon_on_cancel=True)
+        finally:
+            sock.close()
+        if deadline.cancelled_caught:
+            return CommandResult(None, signal.SIGKILL, b"", truncated=False, timed_out=True)
+        output = output[: request.output_limit]
+        if on_output is not None and output:
+            await on_output(output)
+        return CommandResult(0, None, output, truncated=False, timed_out=False)

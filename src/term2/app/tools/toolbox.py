@@ -23,6 +23,7 @@ from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.read import ReadFile
+from term2.app.tools.run_code import RunCode
 from term2.app.tools.search import Grep
 from term2.app.tools.shell import RunShell
 from term2.domain.history import ToolKind, ToolStatus
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 
 
 def default_tools() -> tuple[Tool, ...]:
-    return (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
+    base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
+    return (*base, RunCode(WorkspaceToolbox(base)))
 
 
 class WorkspaceToolbox:

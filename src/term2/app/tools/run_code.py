@@ -1,0 +1,116 @@
+"""run_code: a short Python program that calls term2's tools from inside the sandbox.
+
+The model batches many steps into one call and gets one result back. The
+program runs under the same sandbox as run_shell (same root, limits, no
+network, scrubbed environment, timeout, output cap); its only way out is the
+bridge, and every nested call it makes is an ordinary tool call with its own
+workspace check, approval and status, linked to this call.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+from anyio.abc import UNIXSocketStream
+
+from term2.app.tools.args import ArgumentError, Arguments, optional_number, required_str
+from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.bridge import Bridge
+from term2.app.tools.paths import canonical_root
+from term2.app.tools.run_code_program import launcher_command
+from term2.domain.history import Location, TextOutput, ToolKind
+from term2.domain.workspace import Access
+from term2.ports.approval import CommandSubject
+from term2.ports.llm import ToolSpec
+from term2.ports.sandbox import CommandRequest, SandboxFailed, SandboxUnavailable
+from term2.ports.tools import Toolbox, ToolContext
+
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+OUTPUT_LIMIT = 64 * 1024
+TITLE_LIMIT = 60
+
+
+@dataclass(frozen=True, slots=True)
+class RunCode:
+    nested: Toolbox  # the tools a program may call; run_code itself is not among them
+    name: str = "run_code"
+    kind: ToolKind = ToolKind.EXECUTE
+
+    def spec(self) -> ToolSpec:
+        names = ", ".join(spec.name for spec in self.nested.specs())
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Run a short Python 3 program in the sandbox that can call term2's tools, to batch many "
+                "steps into one call. Inside the program, `tools.<name>(**arguments)` calls a tool and "
+                "returns its text result, or raises `ToolError` when it fails or is denied. Available: "
+                f"{names}. The program's printed output and a summary of its tool calls are returned."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "The Python 3 program."},
+                    "timeout": {"type": "number", "description": "Timeout in seconds."},
+                },
+                "required": ["code"],
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        code = required_str(args, "code")
+        if not code.strip():
+            raise ArgumentError("argument 'code' must not be blank")
+        timeout = min(optional_number(args, "timeout") or DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S)
+        cwd = canonical_root(root)
+        first_line = code.strip().splitlines()[0]
+        title = first_line if len(first_line) <= TITLE_LIMIT else first_line[: TITLE_LIMIT - 1] + "…"
+        return Invocation(
+            title=f"Run Python program `{title}`",
+            access=Access.EXECUTE,
+            target=cwd,
+            grant_folder=cwd,
+            locations=(Location(cwd),),
+            run=partial(self._run, code, cwd, timeout),
+            command=CommandSubject(f"python3 <program: {len(code.splitlines())} lines>", cwd),
+        )
+
+    async def _run(self, code: str, cwd: str, timeout: float, ctx: ToolContext, call_id: str) -> Outcome:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        bridge = Bridge(code, self.nested, ctx, call_id)
+        request = CommandRequest(
+            command=launcher_command(),
+            root=ctx.access.workspace.root,
+            cwd=cwd,
+            timeout_s=timeout,
+            output_limit=OUTPUT_LIMIT,
+            bridge_fd=theirs.fileno(),
+        )
+        stream = await UNIXSocketStream.from_socket(ours)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bridge.serve, stream)
+                try:
+                    result = await ctx.sandbox.run(request)
+                finally:
+                    theirs.close()
+                    tg.cancel_scope.cancel()
+        except (SandboxUnavailable, SandboxFailed) as exc:
+            return Outcome.failure(f"Error: the sandbox could not run the program: {exc}. It did not run.")
+        finally:
+            await stream.aclose()
+        output = result.output.decode("utf-8", "replace")
+        if result.truncated:
+            output += f"\n[term2: output truncated at {OUTPUT_LIMIT} bytes]"
+        if result.timed_out:
+            status = f"timed out after {timeout:g} s"
+        elif result.exit_code == 0:
+            status = "exit code 0"
+        else:
+            status = f"exit code {result.exit_code}"
+        text = f"{status}\n{output}\n{bridge.log.summary()}".strip()
+        failed = result.timed_out or result.exit_code != 0
+        return Outcome(text, (TextOutput(text),), failed=failed)
