@@ -195,6 +195,8 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
 
     assert b.result("session/resume", {"sessionId": sid, "cwd": str(workspace)}) == {}
     assert b.log == [], f"resume without replayFrom replayed: {b.log}"
+    assert b.result("session/resume", {"sessionId": sid, "cwd": str(workspace), "replayFrom": None}) == {}
+    assert b.log == [], f"resume with a null replayFrom replayed: {b.log}"
 
     replays = []
     from_start = {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}
@@ -273,6 +275,9 @@ def test_close_cancels_active_work_and_the_session_comes_back(acp, recorded: Rec
     replayed = _session_updates(client.log, sid)
     assert replayed and replayed[0]["sessionUpdate"] == "user_message"
     assert _texts(replayed[0]["content"]) == "Stall"
+    # What streamed before the close is kept, as far as it got.
+    partial = [u for u in replayed if u["sessionUpdate"] == "agent_message"]
+    assert partial and "This answer will never be finished".startswith(_texts(partial[0]["content"]))
     assert client.result("session/close", {"sessionId": sid}) == {}
     _finish(client)
 
