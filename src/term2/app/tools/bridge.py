@@ -11,6 +11,7 @@ descriptor or a path it did not already have.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from anyio.abc import ByteStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from term2.domain.history import HistoryEntry, ToolCall, ToolStatus
+from term2.ports.approval import ApprovalDecision, ApprovalRequest, Approver
 from term2.ports.llm import ToolCallRequest
 from term2.ports.tools import Toolbox, ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
@@ -68,7 +70,18 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
     async def record(entry: HistoryEntry) -> None:
         await ctx.record(link(entry) if isinstance(entry, ToolCall) else entry)
 
-    return ToolContext(ctx.session_id, ctx.access, ctx.approver, ctx.sandbox, emit, record)
+    return ToolContext(ctx.session_id, ctx.access, _LinkedApprover(ctx.approver, link), ctx.sandbox, emit, record)
+
+
+@dataclass(frozen=True, slots=True)
+class _LinkedApprover:
+    """The parent's approver, asked about the nested call as linked to its parent (so `_meta` names it)."""
+
+    inner: Approver
+    link: Callable[[ToolCall], ToolCall]
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await self.inner.request(replace(request, tool_call=self.link(request.tool_call)))
 
 
 class Bridge:
