@@ -111,6 +111,9 @@ class Bridge:
             except anyio.DelimiterNotFound:
                 self.log.refused += 1
                 await _reply(stream, None, error=f"message over {MAX_MESSAGE_BYTES} bytes; bridge closed")
+                # Really close it: a program still writing the rest of the message
+                # would otherwise block on a full socket until the timeout.
+                await stream.aclose()
                 return
             reply = await self._answer(line)
             try:
