@@ -93,6 +93,7 @@ class Bridge:
         parent_id: str,
     ) -> None:
         self._program = program
+        self._program_sent = False
         self._nested = nested
         self._statuses: dict[str, ToolStatus] = {}
         self._ctx = nested_context(ctx, parent_id, self._statuses)
@@ -132,7 +133,8 @@ class Bridge:
             return {"id": None, "ok": False, "error": "request must be a JSON object"}
         request_id = request.get("id")
         tool, args = request.get("tool"), request.get("args", {})
-        if tool == PROGRAM_REQUEST:
+        if tool == PROGRAM_REQUEST and not self._program_sent:  # the launcher asks once; later asks are forged
+            self._program_sent = True
             return {"id": request_id, "ok": True, "result": self._program}
         if not isinstance(tool, str) or tool not in self._tools:
             self.log.refused += 1
