@@ -79,7 +79,7 @@ class ScriptedSandbox:
         if script.setup_failure is not None:
             raise SandboxFailed(script.setup_failure)
         if script.program is not None:
-            return await self._run_program(request, script.program, on_output)
+            return await self._run_program(request, script, on_output)
         output = bytearray()
         with anyio.move_on_after(request.timeout_s) as deadline:
             for index, chunk in enumerate(script.chunks):
@@ -106,19 +106,23 @@ class ScriptedSandbox:
         return CommandResult(script.exit_code, None, bytes(output), truncated=False, timed_out=False)
 
     async def _run_program(
-        self, request: CommandRequest, program: Callable[[socket.socket], bytes], on_output: OutputSink | None
+        self, request: CommandRequest, script: Script, on_output: OutputSink | None
     ) -> CommandResult:
+        assert script.program is not None
         if request.bridge_fd is None:
             raise SandboxFailed("scripted program needs a bridge_fd")
         sock = socket.socket(fileno=os.dup(request.bridge_fd))
         try:
             with anyio.move_on_after(request.timeout_s) as deadline:
-                output = await anyio.to_thread.run_sync(program, sock, abandon_on_cancel=True)
+                output = await anyio.to_thread.run_sync(script.program, sock, abandon_on_cancel=True)
         finally:
             sock.close()
         if deadline.cancelled_caught:
             return CommandResult(None, signal.SIGKILL, b"", truncated=False, timed_out=True)
+        truncated = len(output) > request.output_limit
         output = output[: request.output_limit]
         if on_output is not None and output:
             await on_output(output)
-        return CommandResult(0, None, output, truncated=False, timed_out=False)
+        if truncated:  # like the real adapter, a flooding program is killed
+            return CommandResult(None, signal.SIGKILL, output, truncated=True, timed_out=False)
+        return CommandResult(script.exit_code, None, output, truncated=False, timed_out=False)
