@@ -69,8 +69,8 @@ class Box:
 
     def write(self, path: Path, content: str, mode: int = 0o644) -> Path:
         path.write_text(content)
-        path.chmod(mode)
         self.own(path)
+        path.chmod(mode)  # after chown, which clears setuid/setgid bits
         return path
 
     async def run(

@@ -191,6 +191,9 @@ async def test_git_init_then_plant_hook(box: Box) -> None:
 
 
 async def test_plant_setuid_binary(box: Box) -> None:
+    if box.mode == "root-owned":
+        # Stands for a route the seccomp filter missed: the post-run strip must catch it.
+        box.write(box.root / "s0", "#!/bin/sh\n", mode=0o4755)
     result = await box.run(
         "cp /bin/sh s1 && chmod 4755 s1; cp /bin/sh s2 && chmod g+s s2; install -m 6755 /bin/sh s3;"
         + py("""
@@ -198,7 +201,7 @@ async def test_plant_setuid_binary(box: Box) -> None:
             os.close(os.open("s4", os.O_CREAT | os.O_WRONLY, 0o4755))  # no chmod: the mode at creation
         """)
     )
-    for name in ("s1", "s2", "s3", "s4"):
+    for name in ("s0", "s1", "s2", "s3", "s4"):
         path = box.root / name
         if path.exists():
             assert not path.stat().st_mode & (stat.S_ISUID | stat.S_ISGID), (name, text(result))

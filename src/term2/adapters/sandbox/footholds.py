@@ -213,32 +213,49 @@ def remove_ghosts(ghosts: list[str]) -> None:
 def strip_setid_bits(root: str) -> list[str]:
     """Clear setuid/setgid on every regular file under root; return what was changed.
 
-    Runs after the sandbox is gone, and opens each file with O_NOFOLLOW so a
-    symlink cannot redirect the chmod outside the root.
+    The seccomp filter already refuses to create such bits; this is the
+    backstop for runs mapped to host root, where a miss would be a setuid-root
+    binary. It runs after the sandbox is gone and opens each file with
+    O_NOFOLLOW, so a symlink cannot redirect the chmod outside the root. Cost:
+    one lstat per entry (scandir), so seconds on trees of 100k+ files.
     """
     changed: list[str] = []
-    for directory, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames + dirnames:
-            path = os.path.join(directory, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode) or not st.st_mode & _SETID:
-                continue
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                mode = os.fstat(fd).st_mode
-                os.fchmod(fd, stat.S_IMODE(mode) & ~_SETID)
-                changed.append(path)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+    pending = [root]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False) and _has_setid(entry) and _clear_setid(entry.path):
+                        changed.append(entry.path)
+        except OSError:
+            continue
     return changed
+
+
+def _has_setid(entry: os.DirEntry[str]) -> bool:
+    try:
+        return bool(entry.stat(follow_symlinks=False).st_mode & _SETID)
+    except OSError:
+        return False
+
+
+def _clear_setid(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~_SETID)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def secret_masks(masks: MaskMaterial) -> list[str]:

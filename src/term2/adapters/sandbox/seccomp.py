@@ -88,9 +88,23 @@ _IOCTL = 16
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 
-# chmod(path, mode), fchmod(fd, mode), fchmodat(dfd, path, mode), fchmodat2(dfd, path, mode, flags)
-_CHMOD_MODE_ARG: dict[int, int] = {90: 1, 91: 1, 268: 2, 452: 2}
+# Every way to give a file setuid/setgid bits: syscall -> (mode arg, flags arg or None).
+# chmod, fchmod, fchmodat, fchmodat2, creat, mknod, mknodat always carry a mode;
+# open/openat only when O_CREAT or O_TMPFILE is set (otherwise "mode" is junk).
+_SETID_MODE_ARGS: dict[int, tuple[int, int | None]] = {
+    90: (1, None),  # chmod
+    91: (1, None),  # fchmod
+    268: (2, None),  # fchmodat
+    452: (2, None),  # fchmodat2
+    85: (1, None),  # creat
+    133: (1, None),  # mknod
+    259: (2, None),  # mknodat
+    2: (2, 1),  # open
+    257: (3, 2),  # openat
+}
+_CREATING_FLAGS = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE
 _SETID_BITS = 0o6000
+_OPENAT2 = 437  # its mode sits in a struct BPF cannot read: refuse, callers fall back to openat
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -122,19 +136,32 @@ def build_filter() -> bytes:
         _insn(_RET_K, _RET_ALLOW),
         _deny(),
     ]
-    # chmod family: no setuid/setgid bits on anything (a root-owned setuid
-    # binary left in the workspace would be a host privilege escalation).
-    for number, arg in sorted(_CHMOD_MODE_ARG.items()):
-        prog += [
-            _insn(_LD_W_ABS, _NR),
-            _insn(_JEQ_K, number, jt=0, jf=4),
-            _insn(_LD_W_ABS, _arg_low(arg)),
-            _insn(_JSET_K, _SETID_BITS, jt=0, jf=1),
-            _deny(),
-            _insn(_RET_K, _RET_ALLOW),
-        ]
+    # No setuid/setgid bits on anything the command creates or chmods: the
+    # workspace outlives the sandbox, and a setuid file there is a host
+    # privilege escalation (setuid-root when the sandbox maps to host root).
+    prog += [_insn(_LD_W_ABS, _NR), _insn(_JEQ_K, _OPENAT2, jt=0, jf=1), _deny(errno.ENOSYS)]
+    for number, (mode_arg, flags_arg) in sorted(_SETID_MODE_ARGS.items()):
+        prog += _setid_check(number, mode_arg, flags_arg)
     prog.append(_insn(_RET_K, _RET_ALLOW))
     return b"".join(prog)
+
+
+def _setid_check(number: int, mode_arg: int, flags_arg: int | None) -> list[bytes]:
+    """EPERM when syscall ``number`` would set S_ISUID/S_ISGID, else allow."""
+    tail = [
+        _insn(_LD_W_ABS, _arg_low(mode_arg)),
+        _insn(_JSET_K, _SETID_BITS, jt=0, jf=1),
+        _deny(),
+        _insn(_RET_K, _RET_ALLOW),
+    ]
+    if flags_arg is not None:
+        # Not creating: the mode argument is meaningless, allow (jump to the final allow).
+        tail = [
+            _insn(_LD_W_ABS, _arg_low(flags_arg)),
+            _insn(_JSET_K, _CREATING_FLAGS, jt=0, jf=len(tail) - 1),
+            *tail,
+        ]
+    return [_insn(_LD_W_ABS, _NR), _insn(_JEQ_K, number, jt=0, jf=len(tail)), *tail]
 
 
 def supported_here() -> bool:
