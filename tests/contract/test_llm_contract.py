@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -26,14 +27,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
-# `tests` is not a package on pytest's default sys.path (rootdir isn't added).
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from term2.adapters.llm.litellm_provider import LiteLLMProvider  # noqa: E402
-from term2.adapters.llm.scripted import ScriptedProvider  # noqa: E402
-from term2.domain.turn import FinishReason  # noqa: E402
-from term2.ports.llm import (  # noqa: E402
+from term2.adapters.llm.litellm_provider import LiteLLMProvider
+from term2.adapters.llm.scripted import ScriptedProvider
+from term2.domain.turn import FinishReason
+from term2.ports.llm import (
     AuthenticationFailed,
     ChatMessage,
     CompletionRequest,
@@ -53,9 +50,11 @@ from term2.ports.llm import (  # noqa: E402
     ToolSpec,
     Usage,
 )
-from tests.fakes.llm_server import FakeLLMServer, start_fake_llm, text_pieces  # noqa: E402
+from tests.fakes.llm_server import FakeLLMServer, start_fake_llm, text_pieces
 
 pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CONTEXT_WINDOW = 200_000
 TOOLS = (
@@ -98,12 +97,6 @@ _ERROR_BY_STATUS: dict[int, type[LLMError]] = {
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # litellm relies on asyncio (aiohttp); trio is not supported
-
-
-@pytest.fixture(scope="module")
-def llm_server() -> Iterator[FakeLLMServer]:
-    with start_fake_llm() as server:
-        yield server
 
 
 def _closed_port() -> int:
@@ -201,10 +194,11 @@ class LiteLLMHarness:
 
 
 @pytest.fixture(params=["scripted", "litellm-openai", "litellm-anthropic"])
-def harness(request: pytest.FixtureRequest, llm_server: FakeLLMServer) -> Harness:
-    llm_server.state.reset()
+def harness(request: pytest.FixtureRequest) -> Harness:
     if request.param == "scripted":
         return ScriptedHarness()
+    llm_server: FakeLLMServer = request.getfixturevalue("llm_server")
+    llm_server.state.reset()
     if request.param == "litellm-openai":
         return LiteLLMHarness(llm_server, "openai/fake-gpt", llm_server.base_url + "/v1")
     return LiteLLMHarness(llm_server, "anthropic/fake-claude", llm_server.base_url)
@@ -433,11 +427,15 @@ class _Probe:
     stderr: Path
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def stdout_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Probe]:
-    """Start the stdout probe at module setup so its slow litellm import overlaps the suite."""
+    """Start the stdout probe early so its slow litellm import overlaps the suite."""
     out_dir = tmp_path_factory.mktemp("stdout-probe")
     env = dict(os.environ)
+    # Bytecode for litellm's ~3k modules, kept under the temp dir (never in the tree):
+    # with PYTHONDONTWRITEBYTECODE every run recompiles them, which dominates this test.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "term2-test-pycache"))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
     with start_fake_llm() as server:  # its own server: no race with the shared request log
         with (out_dir / "out").open("wb") as out, (out_dir / "err").open("wb") as err:
@@ -454,6 +452,14 @@ def stdout_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Probe]:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def llm_server(stdout_probe: _Probe) -> Iterator[FakeLLMServer]:
+    """Shared fake server; also starts the stdout probe so its import overlaps these tests."""
+    del stdout_probe
+    with start_fake_llm() as server:
+        yield server
 
 
 def test_litellm_never_writes_to_stdout(stdout_probe: _Probe) -> None:

@@ -61,11 +61,17 @@ class ScriptedProvider:
     def remaining(self) -> int:
         return len(self._script)
 
-    async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+    def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+        """Record the request and take the next response now; replay it lazily.
+
+        Errors (including an exhausted script) surface on iteration, where a real
+        provider's would.
+        """
         self.requests.append(request)
-        if not self._script:
-            raise ScriptExhausted()
-        response = self._script.popleft()
+        response = self._script.popleft() if self._script else ScriptExhausted()
+        return self._replay(response)
+
+    async def _replay(self, response: Response) -> AsyncIterator[LLMEvent]:
         if isinstance(response, LLMError):
             raise response
         completed = False
