@@ -23,15 +23,24 @@ from term2.ports.session_store import InvalidCursor, SessionStore
 LIST_PAGE_SIZE = 50
 
 
-def canonical_cwd(cwd: object) -> str:
-    """Validate a client-supplied cwd and return its realpath."""
+def _absolute(cwd: object) -> str:
     if not isinstance(cwd, str) or not cwd:
         raise InvalidInput("cwd must be a non-empty string")
     if "\x00" in cwd:
         raise InvalidInput("cwd must not contain NUL bytes")
     if not os.path.isabs(cwd):
         raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
-    real = os.path.realpath(cwd)
+    return cwd
+
+
+def filter_cwd(cwd: object) -> str:
+    """A list filter names a folder that may be gone (a deleted project still has its sessions)."""
+    return os.path.realpath(_absolute(cwd))
+
+
+def canonical_cwd(cwd: object) -> str:
+    """Validate a client-supplied workspace cwd and return its realpath."""
+    real = os.path.realpath(_absolute(cwd))
     if not os.path.exists(real):
         raise InvalidInput(f"cwd does not exist: {cwd}")
     if not os.path.isdir(real):
@@ -89,7 +98,7 @@ class SessionService:
         return self._registry.attach(session)
 
     async def list(self, cwd: object | None, cursor: str | None) -> SessionPage:
-        root = canonical_cwd(cwd) if cwd is not None else None
+        root = filter_cwd(cwd) if cwd is not None else None
         try:
             return await self._store.list(root, cursor, LIST_PAGE_SIZE)
         except InvalidCursor as exc:
