@@ -193,10 +193,12 @@ class BubblewrapSandbox:
                 pass_fds=inherited,
                 start_new_session=True,
             )
-        except OSError as exc:
+        except BaseException as exc:
             for fd in (output_r, status_r):
                 os.close(fd)
-            raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+            if isinstance(exc, OSError):
+                raise SandboxFailed(f"could not start bwrap: {exc}") from exc
+            raise
         finally:
             for fd in (output_w, status_w, seccomp_fd):
                 os.close(fd)

@@ -51,12 +51,23 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(part or 0) for part in match.groups())
 
 
+def _pidfds_work() -> bool:
+    """Killing a sandbox's init by pidfd is what makes the kill immune to pid reuse."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 async def check_host(bwrap: str) -> str | None:
     """The first reason commands cannot be sandboxed here, or None."""
     if not sys.platform.startswith("linux"):
         return f"bubblewrap sandboxing needs Linux, not {sys.platform}"
     if not seccomp.supported_here():
         return "the seccomp filter is built for x86_64 only"
+    if not _pidfds_work():
+        return "this kernel has no pidfd_open (Linux 5.3+ is needed to kill sandboxes reliably)"
     binaries = [bwrap, PRLIMIT, SHELL] + ([SETPRIV] if os.geteuid() == 0 else [])
     for binary in binaries:
         problem = trusted_binary_problem(binary)
