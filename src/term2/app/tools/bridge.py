@@ -106,10 +106,13 @@ class Bridge:
         reader = BufferedByteReceiveStream(stream)
         while True:
             try:
-                line = await reader.receive_until(b"\n", MAX_MESSAGE_BYTES)
+                line: bytes | None = await reader.receive_until(b"\n", MAX_MESSAGE_BYTES)
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return
             except anyio.DelimiterNotFound:
+                line = None
+            # receive_until only checks its limit between reads, so a line may overshoot it by one chunk.
+            if line is None or len(line) > MAX_MESSAGE_BYTES:
                 self.log.refused += 1
                 await _reply(stream, None, error=f"message over {MAX_MESSAGE_BYTES} bytes; bridge closed")
                 # Really close it: a program still writing the rest of the message
