@@ -90,18 +90,21 @@ class RunCode:
             bridge_fd=theirs.fileno(),
         )
         stream = await UNIXSocketStream.from_socket(ours)
+        failure: SandboxUnavailable | SandboxFailed | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(bridge.serve, stream)
                 try:
                     result = await ctx.sandbox.run(request)
+                except (SandboxUnavailable, SandboxFailed) as exc:  # caught here: the task group would wrap it
+                    failure = exc
                 finally:
                     theirs.close()
                     tg.cancel_scope.cancel()
-        except (SandboxUnavailable, SandboxFailed) as exc:
-            return Outcome.failure(f"Error: the sandbox could not run the program: {exc}. It did not run.")
         finally:
             await stream.aclose()
+        if failure is not None:
+            return Outcome.failure(f"Error: the sandbox could not run the program: {failure}. It did not run.")
         output = result.output.decode("utf-8", "replace")
         if result.truncated:
             output += f"\n[term2: output truncated at {OUTPUT_LIMIT} bytes]"
