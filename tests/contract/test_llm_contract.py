@@ -392,6 +392,59 @@ async def test_aclose_is_idempotent_and_safe_before_use(harness: Harness) -> Non
     await provider.aclose()
 
 
+# --------------------------------------------------------------------------- request shape
+
+
+async def test_request_reaches_the_model_intact(harness: Harness) -> None:
+    """History with a tool round-trip, tools and max_tokens arrive in the wire's own shape."""
+    harness.push({"text": "ok"})
+    request = CompletionRequest(REQUEST.messages, REQUEST.tools, max_tokens=321)
+    async with opened(harness) as provider:
+        [e async for e in provider.stream(request)]
+    if isinstance(harness, ScriptedHarness):
+        assert harness.scripted.requests == [request]
+        return
+    assert isinstance(harness, LiteLLMHarness)
+    body = harness.server.requests[-1].body
+    assert body["stream"] is True and body["max_tokens"] == 321
+    wire = json.dumps(body)
+    assert "Now summarise it." in wire and "# demo project" in wire
+    if harness.model.startswith("openai/"):
+        msgs = body["messages"]
+        assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "user"]
+        assert msgs[2]["tool_calls"][0]["function"] == {"name": "read_file", "arguments": '{"path": "README.md"}'}
+        assert msgs[3]["tool_call_id"] == "call_0"
+        assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "write_file"]
+        assert body["stream_options"] == {"include_usage": True}
+    else:
+        assert "You are terse." in json.dumps(body["system"])
+        blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        tool_use = next(b for b in blocks if b["type"] == "tool_use")
+        tool_result = next(b for b in blocks if b["type"] == "tool_result")
+        assert (tool_use["id"], tool_use["name"], tool_use["input"]) == ("call_0", "read_file", {"path": "README.md"})
+        assert tool_result["tool_use_id"] == "call_0"
+        assert [t["name"] for t in body["tools"]] == ["read_file", "write_file"]
+
+
+@pytest.mark.parametrize("supports_reasoning", [True, False])
+async def test_effort_is_sent_only_to_reasoning_models(llm_server: FakeLLMServer, supports_reasoning: bool) -> None:
+    llm_server.push({"text": "ok"})
+    settings = ProviderSettings(
+        "openai/gpt-5",
+        api_base=llm_server.base_url + "/v1",
+        api_key="sk-contract",
+        effort="low",
+        supports_reasoning=supports_reasoning,
+    )
+    provider = LiteLLMProvider(settings)
+    try:
+        [e async for e in provider.stream(REQUEST)]
+    finally:
+        await provider.aclose()
+    body = llm_server.requests[-1].body
+    assert body.get("reasoning_effort") == ("low" if supports_reasoning else None)
+
+
 # --------------------------------------------------------------------------- stdout
 
 

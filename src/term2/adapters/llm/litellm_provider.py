@@ -32,6 +32,7 @@ from term2.adapters.llm.litellm_wire import (
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
+    LLMError,
     LLMEvent,
     ProviderSettings,
     TextDelta,
@@ -86,10 +87,13 @@ class LiteLLMProvider:
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
         """Yield deltas as they arrive, then tool calls, usage and exactly one Finished."""
-        if not is_loaded():
-            await preload()
-        litellm = load_litellm()
         model = self._settings.model
+        try:
+            if not is_loaded():
+                await preload()
+            litellm = load_litellm()
+        except Exception as exc:  # a broken install must still surface as a port error
+            raise LLMError(f"Cannot load the LLM library for {model}: {exc}") from exc
         try:
             response = await litellm.acompletion(**self._completion_kwargs(request))
         except Exception as exc:  # litellm raises many unrelated types; map them all

@@ -3,17 +3,17 @@
 litellm costs ~2.7 s and ~3k modules to import, fetches a cost map over the
 network unless told otherwise, and prints banners and DEBUG logs to stdout,
 which on an ACP server is the JSON-RPC channel. So it is imported lazily, once,
-with offline env vars set first and its loggers rerouted to stderr right after.
+with offline env vars set first and its loggers pinned to WARNING on stderr.
 `preload()` lets the server pay the import in a worker thread, off the
 `initialize` path.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 import anyio.to_thread
@@ -24,6 +24,8 @@ _OFFLINE_ENV = {
     "LITELLM_DISABLE_BUG_REPORT_LINK": "true",
 }
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+_LOAD_LOCK = threading.Lock()
+_litellm: Any = None
 
 
 def _quiet_loggers(handler: logging.Handler | None) -> None:
@@ -41,9 +43,17 @@ def _quiet_loggers(handler: logging.Handler | None) -> None:
         logger.propagate = False
 
 
-@functools.cache
 def load_litellm() -> Any:
-    """Import and configure litellm exactly once; returns the module (untyped)."""
+    """Import and configure litellm exactly once (thread-safe); returns the module, untyped."""
+    global _litellm
+    if _litellm is None:
+        with _LOAD_LOCK:  # preload() in a thread may race a first stream()
+            if _litellm is None:
+                _litellm = _import_and_configure()
+    return _litellm
+
+
+def _import_and_configure() -> Any:
     for key, value in _OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     _quiet_loggers(None)
@@ -60,7 +70,7 @@ def load_litellm() -> Any:
 
 def is_loaded() -> bool:
     """True once `load_litellm` has run; shutdown must not import litellm just to close it."""
-    return load_litellm.cache_info().currsize > 0
+    return _litellm is not None
 
 
 async def preload() -> None:
