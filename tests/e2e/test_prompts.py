@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, updates
+from tests.support.acp_process import AcpProcess, allow_kind, updates
 
 Message = dict[str, Any]
 Predicate = Callable[[Message], bool]
@@ -387,7 +387,10 @@ def test_v2_cancel_during_streaming_then_prompt_again_and_replay(v2: Rig) -> Non
     assert partial and slow_stream()["text"].startswith(partial)
     assert partial != slow_stream()["text"]
 
-    # Nothing of the cancelled turn trails its idle update: the next turn's running comes first.
+    # Nothing of the cancelled turn trails its idle update, and cancelling an idle session (clients
+    # do send duplicates) must not produce a stray idle: the next turn's running comes first.
+    client.notify("session/cancel", {"sessionId": sid})
+    client.notify("session/cancel", {"sessionId": sid})
     v2.llm.push({"text": "fresh start"})
     _, again = run_v2(v2.client, sid, "try again")
     assert flow(again) == ["running", "ack", "user_message", "agent_message_chunk", "idle:end_turn"]
@@ -441,6 +444,49 @@ def test_v2_cancel_sent_in_the_same_write_as_its_prompt(v2: Rig) -> None:
     assert idle_update(messages)["stopReason"] == "cancelled", kinds(messages)
     assert flow(messages)[:2] == ["running", "ack"]
     assert not updates(messages, "agent_message_chunk") or v2.llm.wait_until_closed(0) is not None
+
+
+def test_v2_cancel_denies_a_pending_permission_and_stops_a_running_tool(v2: Rig) -> None:
+    client = v2.client
+    sid = client.new_session(v2.workspace)
+    shell = {"name": "run_shell", "arguments": {"command": "sleep 30"}, "id": "call_sleep"}
+
+    # Cancel while the permission request is unanswered: the call never runs, the turn is cancelled.
+    v2.llm.push({"tool_calls": [shell]})
+    request_id = client.request("session/prompt", prompt_params(sid, "nap"))
+    asked = client.collect_until(lambda m: m.get("method") == "session/request_permission", timeout=30)
+    permission_id = asked[-1]["id"]
+    client.notify("session/cancel", {"sessionId": sid})
+    rest = client.collect_until(is_idle(sid), timeout=10)
+    turn = of_session(asked + rest, sid, request_id)
+    assert idle_update(turn)["stopReason"] == "cancelled"
+    assert "requires_action" in flow(turn)
+    withdrawn = [m for m in rest if m.get("method") == "$/cancel_request"]
+    assert withdrawn and withdrawn[0]["params"] == {"requestId": permission_id}
+    statuses = [u.get("status") for u in updates(turn, "tool_call_update")]
+    assert "in_progress" not in statuses and "completed" not in statuses, statuses
+    client.send({"jsonrpc": "2.0", "id": permission_id, "result": {"outcome": {"outcome": "cancelled"}}})
+    assert len(v2.llm.requests) == 1
+
+    # Cancel while the approved command runs: the tool is stopped, the turn ends at once.
+    client.permission = allow_kind("allow_once")
+    try:
+        v2.llm.push({"tool_calls": [dict(shell, id="call_sleep_2")]})
+        request_id = client.request("session/prompt", prompt_params(sid, "nap again"))
+        running = client.collect_until(
+            is_update(sid, "tool_call_update", toolCallId="call_sleep_2", status="in_progress"), timeout=30
+        )
+        started = time.monotonic()
+        client.notify("session/cancel", {"sessionId": sid})
+        rest = client.collect_until(is_idle(sid), timeout=15)
+        assert time.monotonic() - started < 10
+    finally:
+        client.permission = None
+    turn = of_session(running + rest, sid, request_id)
+    assert idle_update(turn)["stopReason"] == "cancelled"
+    final = [u for u in updates(turn, "tool_call_update") if u["toolCallId"] == "call_sleep_2"][-1]
+    assert final["status"] in ("cancelled", "failed"), final
+    assert len(v2.llm.requests) == 2  # the cancelled tool's result was never sent back to the model
 
 
 # --------------------------------------------------------------------------- stop reasons and content
