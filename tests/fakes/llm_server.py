@@ -29,6 +29,11 @@ With an empty queue the reply is "echo: <last user text>" (or "echo tool: <resul
 after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
 yields that error, as a fallback for clients that cannot push a script.
 
+In-process: `with start_fake_llm(script) as server:` yields a FakeLLMServer with
+`base_url` (OpenAI clients add "/v1"), `push(*replies)`, `requests` (RecordedRequest:
+path, protocol, model, body, headers, status open|completed|disconnected|error,
+disconnected_at), `wait_for_request(n)` and `wait_until_closed(index)`.
+
 CLI: python -m tests.fakes.llm_server [--host 127.0.0.1] [--port 0]
                                        [--port-file F] [--script replies.json]
 The bound port is printed on stdout and, if asked, written to F (atomically).
@@ -383,7 +388,7 @@ class _Handler(BaseHTTPRequestHandler):
         sent = 0
         for frame, is_content in frames:
             if is_content and error_after is not None and sent >= int(error_after):
-                self._write(_stream_error_frame(self._protocol_of(reply), reply))
+                self._write(_stream_error_frame(self._protocol(), reply))
                 return
             if is_content and sent and delay:
                 self._pause(delay)
@@ -393,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if stall_after is not None and sent == int(stall_after):
                     self._pause(float(reply.get("stall_seconds", 30.0)))
 
-    def _protocol_of(self, reply: Reply) -> str:
+    def _protocol(self) -> str:
         return "anthropic" if self.path.split("?", 1)[0] in _ANTHROPIC_PATHS else "openai"
 
     def _send_error_reply(self, protocol: str, reply: Reply) -> None:
