@@ -75,7 +75,9 @@ def is_loaded() -> bool:
 
 async def preload() -> None:
     """Import litellm in a worker thread so the event loop stays responsive meanwhile."""
-    await anyio.to_thread.run_sync(load_litellm)
+    # Abandon the wait on cancel: a turn cancelled during its first model call must settle
+    # now, not when the multi-second import ends; the thread finishes the import anyway.
+    await anyio.to_thread.run_sync(load_litellm, abandon_on_cancel=True)
 
 
 async def shutdown_litellm() -> None:
