@@ -640,6 +640,7 @@ FAILURES = [
     ({"status": 401}, ("401", "authentication")),
     ({"status": 429}, ("429", "rate limit")),
     ({"status": 500}, ("500", "server had an error")),
+    ({"text": "never", "delay_first_byte": 20}, ("timed out",)),
     ({"text": "a b c d e", "stall_after": 2, "stall_seconds": 20}, ("timed out",)),
     ({"text": "a b c d e", "error_after": 2, "error_message": "Overloaded (fake)."}, ("overloaded",)),
 ]
@@ -682,6 +683,21 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
                 assert needle in said.lower(), said
             assert "fake-model" in said
             return time.monotonic() - started
+
+        # A cancel while the first turn still waits for litellm to load settles it at once.
+        request_id = client.request("session/prompt", prompt_params(sid, "hi"))
+        if version == 2:
+            client.collect_until(is_update(sid, "user_message"))
+        else:
+            time.sleep(0.5)  # v1 says nothing until the model answers; let the turn start
+        started = time.monotonic()
+        client.notify("session/cancel", {"sessionId": sid})
+        ended = client.collect_until(is_idle(sid) if version == 2 else is_response(request_id), timeout=30)
+        assert time.monotonic() - started < 10
+        if version == 2:
+            assert idle_update(ended)["stopReason"] == "cancelled"
+        else:
+            assert ended[-1]["result"] == {"stopReason": "cancelled"}
 
         # Nothing listens on the provider's port yet: connection refused.
         fails(("cannot reach", str(port)), timeout=FIRST_TURN_TIMEOUT)
