@@ -489,7 +489,8 @@ async def test_read_folder_grant_covers_later_reads_and_listings(h: Harness) -> 
     await h.call("list_dir", path=str(h.outside))
     await h.call("grep", pattern="secret", path=str(h.outside))
     assert len(h.approver.requests) == 1
-    assert h.access.workspace.grants.folders == frozenset({str(h.outside)})
+    assert h.access.workspace.grants.read_folders == frozenset({str(h.outside)})
+    assert h.access.workspace.grants.run_folders == frozenset()
     # A read grant is not an edit grant.
     await h.call("write_file", path=str(h.outside / "s.txt"), content="x")
     assert len(h.approver.requests) == 2
@@ -589,7 +590,7 @@ async def test_anything_but_an_offered_allow_is_a_denial(
     assert not h.sandbox.commands
     assert "did not run" in text
     assert h.last().status is ToolStatus.FAILED
-    assert len(h.access.workspace.grants.folders) == 0
+    assert h.access.workspace.grants.run_folders == frozenset()
 
 
 # --- run_shell -----------------------------------------------------------------------

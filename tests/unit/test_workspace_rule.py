@@ -131,7 +131,7 @@ def test_file_grant_covers_only_that_file(layout: tuple[str, str]) -> None:
     root, outside = layout
     access = SessionAccess(root)
     secret = os.path.join(outside, "secret.txt")
-    access.grant(Choice.ALLOW_EDIT_FILE_SESSION, secret, outside)
+    access.grant(Choice.ALLOW_EDIT_FILE_SESSION, secret, outside, Access.EDIT)
     assert not access.workspace.needs_approval(Access.EDIT, secret)
     assert access.workspace.needs_approval(
         Access.EDIT, os.path.join(outside, "other.txt")
@@ -144,7 +144,7 @@ def test_folder_edit_grant_covers_the_folder_tree(layout: tuple[str, str]) -> No
     root, outside = layout
     access = SessionAccess(root)
     access.grant(
-        Choice.ALLOW_EDIT_FOLDER_SESSION, os.path.join(outside, "secret.txt"), outside
+        Choice.ALLOW_EDIT_FOLDER_SESSION, os.path.join(outside, "secret.txt"), outside, Access.EDIT
     )
     assert not access.workspace.needs_approval(
         Access.EDIT, os.path.join(outside, "x", "y.txt")
@@ -154,30 +154,53 @@ def test_folder_edit_grant_covers_the_folder_tree(layout: tuple[str, str]) -> No
     )
 
 
-def test_folder_session_grant_covers_reads_and_execution(
+def test_folder_session_grant_for_reads_does_not_allow_running_commands(
     layout: tuple[str, str],
 ) -> None:
     root, outside = layout
     access = SessionAccess(root)
     assert access.workspace.needs_approval(Access.EXECUTE, root)
-    access.grant(Choice.ALLOW_FOLDER_SESSION, outside, outside)
-    assert not access.workspace.needs_approval(
-        Access.READ, os.path.join(outside, "secret.txt")
-    )
-    assert not access.workspace.needs_approval(
-        Access.EXECUTE, os.path.join(outside, "sub")
-    )
-    assert access.workspace.needs_approval(
-        Access.EDIT, os.path.join(outside, "secret.txt")
-    )
+    access.grant(Choice.ALLOW_FOLDER_SESSION, outside, outside, Access.READ)
+    assert not access.workspace.needs_approval(Access.READ, os.path.join(outside, "secret.txt"))
+    assert access.workspace.needs_approval(Access.EXECUTE, os.path.join(outside, "sub"))
+    assert access.workspace.needs_approval(Access.EDIT, os.path.join(outside, "secret.txt"))
+
+
+def test_folder_session_grant_for_commands_covers_only_commands(layout: tuple[str, str]) -> None:
+    root, _outside = layout
+    access = SessionAccess(root)
+    access.grant(Choice.ALLOW_FOLDER_SESSION, root, root, Access.EXECUTE)
+    assert not access.workspace.needs_approval(Access.EXECUTE, os.path.join(root, "src"))
+    assert access.workspace.needs_approval(Access.READ, os.path.join(root, ".env"))
+
+
+def test_footholds_inside_the_root_need_approval(layout: tuple[str, str]) -> None:
+    root, _outside = layout
+    workspace = SessionAccess(root).workspace
+    for path in (".git/hooks/pre-commit", ".git/config", "sub/.git/HEAD", ".env", "api/.env.local"):
+        assert workspace.needs_approval(Access.EDIT, os.path.join(root, path)), path
+    for path in (".env", "api/.env.production"):
+        assert workspace.needs_approval(Access.READ, os.path.join(root, path)), path
+    assert not workspace.needs_approval(Access.READ, os.path.join(root, ".git", "HEAD"))
+    assert not workspace.needs_approval(Access.EDIT, os.path.join(root, ".envrc-notes", "x"))
+    assert not workspace.needs_approval(Access.EDIT, os.path.join(root, "src", "env.py"))
+
+
+def test_an_edit_grant_on_a_foothold_covers_it(layout: tuple[str, str]) -> None:
+    root, _outside = layout
+    access = SessionAccess(root)
+    hook = os.path.join(root, ".git", "hooks", "pre-commit")
+    access.grant(Choice.ALLOW_EDIT_FILE_SESSION, hook, os.path.dirname(hook), Access.EDIT)
+    assert not access.workspace.needs_approval(Access.EDIT, hook)
+    assert access.workspace.needs_approval(Access.EDIT, os.path.join(root, ".git", "config"))
 
 
 def test_allow_once_grants_nothing_and_reset_clears(layout: tuple[str, str]) -> None:
     root, outside = layout
     access = SessionAccess(root)
-    access.grant(Choice.ALLOW_ONCE, outside, outside)
+    access.grant(Choice.ALLOW_ONCE, outside, outside, Access.READ)
     assert access.workspace.needs_approval(Access.READ, outside)
-    access.grant(Choice.ALLOW_FOLDER_SESSION, outside, outside)
+    access.grant(Choice.ALLOW_FOLDER_SESSION, outside, outside, Access.READ)
     access.reset()
     assert access.workspace.needs_approval(Access.READ, outside)
     assert access.workspace.root == root

@@ -2,11 +2,17 @@
 
 Every decision takes paths that the caller has already resolved with realpath,
 so `..` and symlinks leading out of the root are judged by where they land.
+
+Two kinds of path inside the root are footholds rather than ordinary files,
+and the tools treat them like paths outside it: `.git` (hooks and config run
+code on the user's next git command) needs approval to edit, and `.env` files
+(secrets a model would carry off to its provider) need approval to read or
+edit. The sandbox protects the same paths from shell commands.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import PurePosixPath
 
@@ -24,21 +30,39 @@ def is_within(path: str, folder: str) -> bool:
     return p == f or f in p.parents
 
 
+def is_secret_file(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name == ".env" or name.startswith(".env.")
+
+
+def is_git_metadata(path: str, root: str) -> bool:
+    if not is_within(path, root):
+        return False
+    return ".git" in PurePosixPath(path).relative_to(root).parts
+
+
 @dataclass(frozen=True, slots=True)
 class Grants:
-    """Session-scoped allowances, keyed to the granted file or folder."""
+    """Session-scoped allowances, keyed to the granted file or folder.
+
+    Reading a folder and running commands in it are granted separately: an
+    answer about one must never silently authorise the other.
+    """
 
     edit_files: frozenset[str] = field(default_factory=frozenset)
     edit_folders: frozenset[str] = field(default_factory=frozenset)
-    folders: frozenset[str] = field(default_factory=frozenset)
+    read_folders: frozenset[str] = field(default_factory=frozenset)
+    run_folders: frozenset[str] = field(default_factory=frozenset)
 
-    def with_choice(self, choice: Choice, target: str) -> Grants:
+    def with_choice(self, choice: Choice, target: str, access: Access) -> Grants:
         if choice is Choice.ALLOW_EDIT_FILE_SESSION:
-            return Grants(self.edit_files | {target}, self.edit_folders, self.folders)
+            return replace(self, edit_files=self.edit_files | {target})
         if choice is Choice.ALLOW_EDIT_FOLDER_SESSION:
-            return Grants(self.edit_files, self.edit_folders | {target}, self.folders)
+            return replace(self, edit_folders=self.edit_folders | {target})
+        if choice is Choice.ALLOW_FOLDER_SESSION and access is Access.EXECUTE:
+            return replace(self, run_folders=self.run_folders | {target})
         if choice is Choice.ALLOW_FOLDER_SESSION:
-            return Grants(self.edit_files, self.edit_folders, self.folders | {target})
+            return replace(self, read_folders=self.read_folders | {target})
         return self
 
 
@@ -49,18 +73,17 @@ class Workspace:
 
     def needs_approval(self, access: Access, resolved: str) -> bool:
         """True when the action on `resolved` must be allowed by the user first."""
+        g = self.grants
         if access is Access.READ:
-            return not (
-                is_within(resolved, self.root)
-                or any(is_within(resolved, f) for f in self.grants.folders)
-            )
+            if any(is_within(resolved, f) for f in g.read_folders):
+                return False
+            return not is_within(resolved, self.root) or is_secret_file(resolved)
         if access is Access.EDIT:
-            return not (
-                is_within(resolved, self.root)
-                or resolved in self.grants.edit_files
-                or any(is_within(resolved, f) for f in self.grants.edit_folders)
-            )
-        return not any(is_within(resolved, f) for f in self.grants.folders)
+            if resolved in g.edit_files or any(is_within(resolved, f) for f in g.edit_folders):
+                return False
+            foothold = is_secret_file(resolved) or is_git_metadata(resolved, self.root)
+            return not is_within(resolved, self.root) or foothold
+        return not any(is_within(resolved, f) for f in g.run_folders)
 
     def choices_for(self, access: Access) -> tuple[Choice, ...]:
         """The choices offered when `access` needs approval."""
@@ -74,10 +97,10 @@ class Workspace:
             )
         return (Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT, Choice.UNSANDBOXED_ONCE)
 
-    def granted(self, choice: Choice, resolved: str, folder_of: str) -> Workspace:
+    def granted(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> Workspace:
         """Record an allow-always answer; files grant themselves, folders their folder."""
         target = resolved if choice is Choice.ALLOW_EDIT_FILE_SESSION else folder_of
-        return Workspace(self.root, self.grants.with_choice(choice, target))
+        return Workspace(self.root, self.grants.with_choice(choice, target, access))
 
 
 class SessionAccess:
@@ -86,8 +109,8 @@ class SessionAccess:
     def __init__(self, root: str) -> None:
         self.workspace = Workspace(root)
 
-    def grant(self, choice: Choice, resolved: str, folder_of: str) -> None:
-        self.workspace = self.workspace.granted(choice, resolved, folder_of)
+    def grant(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> None:
+        self.workspace = self.workspace.granted(choice, resolved, folder_of, access)
 
     def reset(self) -> None:
         self.workspace = Workspace(self.workspace.root)

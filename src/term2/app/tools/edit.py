@@ -17,7 +17,7 @@ import anyio.to_thread
 
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner, ToolFailed
-from term2.app.tools.files import file_is_binary, require_file
+from term2.app.tools.files import file_is_binary, open_checked, require_file, write_checked
 from term2.app.tools.paths import resolve
 from term2.domain.diff import change_summary, git_patch
 from term2.domain.history import DiffOutput, Location, ToolKind
@@ -46,7 +46,7 @@ def _read_existing(path: str) -> str | None:
     require_file(path)
     if file_is_binary(path):
         raise ToolFailed(f"{path} is a binary file; it cannot be edited as text")
-    with open(path, "rb") as handle:
+    with open_checked(path) as handle:
         data = handle.read()
     try:
         return data.decode("utf-8")
@@ -58,8 +58,7 @@ def _read_existing(path: str) -> str | None:
 
 def _write(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+    write_checked(path, text.encode("utf-8"))
 
 
 def _report(path: str, old: str | None, new: str, verb: str) -> str:

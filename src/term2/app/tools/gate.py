@@ -82,7 +82,7 @@ async def authorize(
     offered = {option.choice for option in options}
     if choice is not None and choice in offered and is_allow(choice):
         if PERMISSION_KINDS[choice] is OptionKind.ALLOW_ALWAYS:
-            ctx.access.grant(choice, invocation.target, invocation.grant_folder)
+            ctx.access.grant(choice, invocation.target, invocation.grant_folder, invocation.access)
         return None
     if decision.denial is not None:
         return decision.denial

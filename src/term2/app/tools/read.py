@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from term2.app.tools.args import Arguments, optional_int, required_str
 from term2.app.tools.base import Invocation, Outcome, ToolFailed
-from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary, require_file
+from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary, open_checked, require_file
 from term2.app.tools.paths import resolve
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
@@ -98,7 +98,7 @@ def read_lines(path: str, offset: int, limit: int | None, limit_bytes: int) -> s
     out: list[str] = []
     used = 0
     line_no = 0
-    with open(path, "rb") as handle:
+    with open_checked(path) as handle:
         if looks_binary(handle.read(SNIFF_BYTES)):
             size = os.path.getsize(path)
             raise ToolFailed(

@@ -24,8 +24,8 @@ from term2.app.tools.args import (
     optional_str,
     required_str,
 )
-from term2.app.tools.base import Invocation, Outcome
-from term2.app.tools.files import looks_binary
+from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.files import looks_binary, open_checked
 from term2.app.tools.paths import display, folder_of, resolve
 from term2.app.tools.walk import IgnoreRules, walk_files
 from term2.domain.history import Location, ToolKind
@@ -149,9 +149,9 @@ def _search_file(path: str, regex: re.Pattern[str]) -> list[tuple[int, str]] | N
     try:
         if os.path.islink(path) or os.path.getsize(path) > FILE_SIZE_LIMIT:
             return None
-        with open(path, "rb") as handle:
+        with open_checked(path) as handle:
             data = handle.read()
-    except OSError:
+    except (OSError, ToolFailed):
         return None
     if looks_binary(data):
         return None
