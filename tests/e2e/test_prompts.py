@@ -47,10 +47,6 @@ class Rig:
     llm: FakeLLMServer
     workspace: Path
 
-    @property
-    def base(self) -> Path:
-        return self.client.workdir
-
 
 def make_workspace(base: Path) -> Path:
     root = base / "project"
@@ -443,7 +439,9 @@ def test_v2_cancel_sent_in_the_same_write_as_its_prompt(v2: Rig) -> None:
     messages = of_session(client.collect_until(is_idle(sid), timeout=10), sid, "with-cancel")
     assert idle_update(messages)["stopReason"] == "cancelled", kinds(messages)
     assert flow(messages)[:2] == ["running", "ack"]
-    assert not updates(messages, "agent_message_chunk") or v2.llm.wait_until_closed(0) is not None
+    if v2.llm.requests:  # the cancel may land before or after the model call started
+        assert_disconnected(v2.llm, 0)
+    assert len(v2.llm.requests) <= 1
 
 
 def test_v2_cancel_denies_a_pending_permission_and_stops_a_running_tool(v2: Rig) -> None:
