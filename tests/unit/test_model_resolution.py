@@ -45,8 +45,10 @@ def test_unlisted_model_of_a_known_provider_is_passed_through(pattern: str) -> N
     assert resolve(pattern) == ResolvedModel(pattern, provider, None)
 
 
-def test_unique_case_insensitive_substring() -> None:
-    assert resolve("CLAUDE") == ResolvedModel("claude-sonnet-4", "anthropic", CLAUDE)
+def test_a_unique_partial_match_is_suggested_not_taken() -> None:
+    with pytest.raises(ModelResolutionError, match="did you mean 'claude-sonnet-4'") as caught:
+        resolve("CLAUDE")
+    assert caught.value.candidates == ("claude-sonnet-4",)
 
 
 def test_provider_flag_with_bare_catalog_id() -> None:

@@ -43,9 +43,10 @@ def resolve_model(
         return _qualified(pattern, models, providers)
     needle = pattern.lower()
     matches = sorted({m.model_id for m in models if needle in m.model_id.lower()})
-    if len(matches) == 1:
-        info = next(m for m in models if m.model_id == matches[0])
-        return ResolvedModel(info.model_id, info.provider, info)
+    if len(matches) == 1:  # even one match is a guess: the launcher takes exact names only
+        raise ModelResolutionError(
+            f"no model is named {pattern!r}; did you mean {matches[0]!r}? (use the exact id)", (matches[0],)
+        )
     if not matches:
         raise ModelResolutionError(
             f"no model matches {pattern!r}; use an exact model id or <provider>/<model> (see `term2 models`)"
