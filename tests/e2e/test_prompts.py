@@ -509,7 +509,8 @@ def test_v2_stop_reasons_max_tokens_refusal_and_max_turn_requests(v2: Rig) -> No
     assert idle_update(messages)["stopReason"] == "max_turn_requests"
     assert len(v2.llm.requests) - before == 2
     calls = updates(messages, "tool_call_update")
-    assert {c["toolCallId"] for c in calls} == {"call_0", "call_1"}
+    # The second response's call is not run: no model request is left to read its result.
+    assert {c["toolCallId"] for c in calls} == {"call_0"}
     assert [c["status"] for c in calls if c["toolCallId"] == "call_0"][-1] == "completed"
     tool_result = v2.llm.requests[-1].body["messages"][-1]
     assert tool_result["role"] == "tool" and "# demo project" in tool_result["content"]

@@ -63,11 +63,12 @@ async def run_loop(
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
             return stop
+        if not may_ask_again(requests, limits):
+            # Running the tools now would act on the user's behalf with no model left to see the results.
+            return StopReason.MAX_TURN_REQUESTS
         for call in response.calls:
             result = await toolbox.execute(call, ctx)
             messages.append(ChatMessage("tool", result, tool_call_id=call.call_id))
-        if not may_ask_again(requests, limits):
-            return StopReason.MAX_TURN_REQUESTS
 
 
 async def _stream_response(
