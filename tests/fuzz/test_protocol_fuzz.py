@@ -76,7 +76,7 @@ _SUPPRESS = [
     HealthCheck.function_scoped_fixture,
 ]
 settings.register_profile(
-    "ci", max_examples=20, deadline=None, database=None, suppress_health_check=_SUPPRESS, print_blob=True
+    "ci", max_examples=60, deadline=None, database=None, suppress_health_check=_SUPPRESS, print_blob=True
 )
 _LONG = int(os.environ.get("TERM2_FUZZ_EXAMPLES", "0") or 0)
 settings.register_profile("long", parent=settings.get_profile("ci"), max_examples=max(_LONG, 1))
