@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from term2.adapters.catalog.litellm_catalog import LitellmCatalog
 from term2.app.acp_args import AcpArgs
 from term2.app.config import (
     ConfigError,
@@ -15,8 +16,9 @@ from term2.app.config import (
     config_path,
     load_settings,
 )
-from term2.app.container import provider_settings
+from term2.app.provider_settings import provider_settings
 from term2.domain.errors import ModelNotConfigured
+from term2.ports.llm import ProviderSettings
 
 
 @pytest.fixture
@@ -33,6 +35,10 @@ def _write_config(env: dict[str, str], text: str) -> Path:
 
 # -- layering -------------------------------------------------------------------
 
+
+
+def _provider_settings(settings: Settings, env: dict[str, str]) -> ProviderSettings:
+    return provider_settings(settings, env, LitellmCatalog(settings.models))
 
 def test_defaults_without_file_or_environment(env: dict[str, str]) -> None:
     assert load_settings(env) == Settings()
@@ -230,7 +236,7 @@ def test_data_dir_falls_back_to_xdg_data_home_then_local_share(monkeypatch: pyte
 
 def test_provider_settings_without_model_fails() -> None:
     with pytest.raises(ModelNotConfigured, match="--model"):
-        provider_settings(Settings(), {})
+        _provider_settings(Settings(), {})
 
 
 def test_provider_settings_reads_the_provider_block_and_named_key_variable() -> None:
@@ -242,7 +248,7 @@ def test_provider_settings_reads_the_provider_block_and_named_key_variable() -> 
             "anthropic": ProviderConfig(api_base="http://wrong"),
         },
     )
-    result = provider_settings(settings, {"LOCAL_KEY": "sk-local", "OPENAI_API_KEY": "sk-other"})
+    result = _provider_settings(settings, {"LOCAL_KEY": "sk-local", "OPENAI_API_KEY": "sk-other"})
     assert result.model == "openai/my-local-model"
     assert result.api_base == "http://127.0.0.1:9/v1"
     assert result.api_key == "sk-local"
@@ -254,17 +260,17 @@ def test_provider_settings_reads_the_provider_block_and_named_key_variable() -> 
 
 def test_provider_settings_missing_key_variable_gives_no_key() -> None:
     settings = Settings(model="openai/x", providers={"openai": ProviderConfig(api_key_env="ABSENT")})
-    result = provider_settings(settings, {})
+    result = _provider_settings(settings, {})
     assert result.api_key is None
     assert result.api_base is None
 
 
 def test_provider_settings_unlisted_model_with_effort_assumes_reasoning() -> None:
-    assert provider_settings(Settings(model="ollama_chat/qwen3", effort="high"), {}).supports_reasoning is True
+    assert _provider_settings(Settings(model="ollama_chat/qwen3", effort="high"), {}).supports_reasoning is True
 
 
 def test_provider_settings_uses_catalog_facts_for_gpt5() -> None:
-    result = provider_settings(Settings(model="gpt-5", effort="low"), {})
+    result = _provider_settings(Settings(model="gpt-5", effort="low"), {})
     assert result.model == "gpt-5"
     assert result.context_window == 272000
     assert result.supports_reasoning is True
@@ -278,6 +284,6 @@ def test_provider_settings_uses_declared_model_facts() -> None:
         models={"ollama_chat/qwen3": DeclaredModel("ollama_chat", context_window=32768, supports_reasoning=True)},
         providers={"ollama_chat": ProviderConfig(api_base="http://localhost:11434")},
     )
-    result = provider_settings(settings, {})
+    result = _provider_settings(settings, {})
     assert (result.context_window, result.supports_reasoning) == (32768, True)
     assert result.api_base == "http://localhost:11434"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import rich_click as click
 
@@ -41,20 +42,25 @@ def _raw_args(provider: str | None, model: str | None, effort: str | None, extra
     return argv + list(extra)
 
 
-@cli.command()
-@click.argument("pattern", required=False)
-def models(pattern: str | None) -> None:
-    """List catalog models whose id contains PATTERN: id, provider, context window."""
-    from term2.adapters.catalog.litellm_catalog import LitellmCatalog
+def _container() -> Any:
     from term2.app.config import ConfigError, load_settings
+    from term2.app.container import build_container
 
     try:
         settings = load_settings(os.environ)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+    return build_container(settings, os.environ)
+
+
+@cli.command()
+@click.argument("pattern", required=False)
+def models(pattern: str | None) -> None:
+    """List catalog models whose id contains PATTERN: id, provider, context window."""
+    container = _container()
     needle = (pattern or "").lower()
     rows = sorted(
-        (m for m in LitellmCatalog(settings.models).models() if needle in m.model_id.lower()),
+        (m for m in container.catalog().models() if needle in m.model_id.lower()),
         key=lambda m: m.model_id,
     )
     if not rows:
@@ -71,9 +77,7 @@ def doctor() -> None:
     """Check whether shell commands can be sandboxed on this machine, and why not."""
     import anyio
 
-    from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
-
-    status = anyio.run(BubblewrapSandbox().status)
+    status = anyio.run(_container().sandbox().status)
     mark = "ok" if status.available else "UNAVAILABLE"
     click.echo(f"sandbox (bubblewrap): {mark}: {status.detail}")
     if not status.available:

@@ -18,42 +18,16 @@ from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings
-from term2.app.model_resolution import resolve_model
 from term2.app.prompting import PromptService
+from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.tools.toolbox import WorkspaceToolbox
-from term2.domain.errors import ModelNotConfigured
 from term2.domain.turn import TurnLimits
-from term2.ports.llm import LLMProvider, ProviderSettings
+from term2.ports.llm import LLMProvider
 
 
-def provider_settings(settings: Settings, env: Mapping[str, str]) -> ProviderSettings:
-    """Turn layered configuration into what the LLM adapter needs; fails if no model is set."""
-    if not settings.model:
-        raise ModelNotConfigured(
-            "no model configured: start term2 with --model <provider>/<model>, set TERM2_MODEL, "
-            "or set `model` in the config file"
-        )
-    catalog = LitellmCatalog(settings.models)
-    resolved = resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
-    provider_config = settings.providers.get(resolved.provider)
-    api_key = None
-    if provider_config is not None and provider_config.api_key_env:
-        api_key = env.get(provider_config.api_key_env)
-    info = resolved.info
-    return ProviderSettings(
-        model=resolved.model,
-        api_base=provider_config.api_base if provider_config else None,
-        api_key=api_key,
-        effort=settings.effort,
-        timeout_s=settings.request_timeout,
-        context_window=info.context_window if info else None,
-        supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
-    )
-
-
-def _llm(settings: Settings, env: Mapping[str, str]) -> LLMProvider:
-    return LiteLLMProvider(provider_settings(settings, env))
+def _llm(settings: Settings, env: Mapping[str, str], catalog: LitellmCatalog) -> LLMProvider:
+    return LiteLLMProvider(provider_settings(settings, env, catalog))
 
 
 def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
@@ -66,7 +40,8 @@ class Container(containers.DeclarativeContainer):
 
     store = providers.Singleton(SqliteSessionStore, path=providers.Callable(_store_path, settings, env))
     registry = providers.Singleton(SessionRegistry)
-    llm = providers.Singleton(_llm, settings, env)
+    catalog = providers.Singleton(LitellmCatalog, providers.Callable(lambda s: s.models, settings))
+    llm = providers.Singleton(_llm, settings, env, catalog)
     sandbox = providers.Singleton(BubblewrapSandbox)
     toolbox = providers.Singleton(WorkspaceToolbox)
     limits = providers.Factory(

@@ -17,3 +17,7 @@ class ModelInfo:
 
 class ModelCatalog(Protocol):
     def models(self) -> tuple[ModelInfo, ...]: ...
+
+    def providers(self) -> frozenset[str]:
+        """Provider names the LLM adapter can route, for accepting unlisted <provider>/<model>."""
+        ...

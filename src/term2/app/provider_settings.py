@@ -1,0 +1,39 @@
+"""From layered configuration to what an LLM adapter needs: model, endpoint, key, effort.
+
+Swapping providers is configuration only; this is where that configuration is
+read, so the adapter never looks at files or the environment itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from term2.app.config import Settings
+from term2.app.model_resolution import resolve_model
+from term2.domain.errors import ModelNotConfigured
+from term2.ports.catalog import ModelCatalog
+from term2.ports.llm import ProviderSettings
+
+
+def provider_settings(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ProviderSettings:
+    """Turn layered configuration into what the LLM adapter needs; fails if no model is set."""
+    if not settings.model:
+        raise ModelNotConfigured(
+            "no model configured: start term2 with --model <provider>/<model>, set TERM2_MODEL, "
+            "or set `model` in the config file"
+        )
+    resolved = resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
+    provider_config = settings.providers.get(resolved.provider)
+    api_key = None
+    if provider_config is not None and provider_config.api_key_env:
+        api_key = env.get(provider_config.api_key_env)
+    info = resolved.info
+    return ProviderSettings(
+        model=resolved.model,
+        api_base=provider_config.api_base if provider_config else None,
+        api_key=api_key,
+        effort=settings.effort,
+        timeout_s=settings.request_timeout,
+        context_window=info.context_window if info else None,
+        supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
+    )
