@@ -56,6 +56,7 @@ class _Application:
             self._ready.set()
 
     def _build_sync(self) -> Any:
+        _import_dependency_injector()
         from term2.adapters.acp import session_methods  # noqa: F401  (load it off the event loop)
         from term2.app.container import build_container
 
@@ -86,6 +87,23 @@ class _Application:
             from term2.app.container import shutdown
 
             await shutdown(self._container)
+
+
+def _import_dependency_injector() -> None:
+    """Import dependency-injector without its optional pydantic-settings integration.
+
+    dependency-injector imports pydantic-settings (installed for litellm) at
+    import time to support `providers.Configuration.from_pydantic`, which term2
+    does not use; that costs about half a second before the first session can
+    be created. Hiding it makes the library fall back to plain pydantic.
+    """
+    if "dependency_injector.providers" in sys.modules or "pydantic_settings" in sys.modules:
+        return
+    sys.modules["pydantic_settings"] = None  # type: ignore[assignment]
+    try:
+        import dependency_injector.providers  # noqa: F401
+    finally:
+        del sys.modules["pydantic_settings"]
 
 
 async def _serve(settings: Settings, env: Mapping[str, str], protocol_fd: int) -> None:

@@ -10,6 +10,7 @@ with offline env vars set first and its loggers pinned to WARNING on stderr.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -57,7 +58,16 @@ def _import_and_configure() -> Any:
     for key, value in _OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     _quiet_loggers(None)
-    import litellm
+    # The import creates ~370k long-lived objects; collecting while they are built
+    # only rescans them. Freezing them afterwards also keeps later collections short.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        import litellm
+    finally:
+        if collecting:
+            gc.enable()
+        gc.freeze()
 
     # The "Give Feedback / Provider List" banners are print()s to stdout.
     litellm.suppress_debug_info = True
