@@ -21,6 +21,7 @@ from term2.domain.workspace import SessionAccess
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 LIST_PAGE_SIZE = 50
+MAX_CWD_CHARS = 4096  # PATH_MAX on Linux
 
 
 def _absolute(cwd: object) -> str:
@@ -28,6 +29,10 @@ def _absolute(cwd: object) -> str:
         raise InvalidInput("cwd must be a non-empty string")
     if "\x00" in cwd:
         raise InvalidInput("cwd must not contain NUL bytes")
+    if len(cwd) > MAX_CWD_CHARS:
+        # No such path can exist, and realpath() is quadratic in the number of separators:
+        # a few MB of "/" would block the event loop for minutes.
+        raise InvalidInput(f"cwd is too long ({len(cwd)} characters, at most {MAX_CWD_CHARS})")
     if not os.path.isabs(cwd):
         raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
     return cwd
