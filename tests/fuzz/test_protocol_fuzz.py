@@ -506,6 +506,7 @@ class Sent:
     nulls: list[Expect] = field(default_factory=list)
     cancelled: set[tuple[str, Any]] = field(default_factory=set)
     request_counts: dict[tuple[str, Any], int] = field(default_factory=dict)
+    answers: dict[tuple[str, Any], list[tuple[dict[str, Any], bool]]] = field(default_factory=dict)
 
     def add(self, expect: Expect | None) -> None:
         if expect is None:
@@ -515,8 +516,12 @@ class Sent:
         else:
             self.by_id.setdefault(id_key(expect.request_id), []).append(expect)
 
+    def pool(self, key: tuple[str, Any]) -> list[Expect]:
+        return self.nulls if key == id_key(None) else self.by_id.get(key, [])
+
     def open(self) -> int:
-        return sum(len(v) for v in self.by_id.values()) + len(self.nulls)
+        owed = sum(len(v) for v in self.by_id.values()) + len(self.nulls)
+        return owed - sum(len(v) for v in self.answers.values())
 
     def relax(self) -> None:
         """Duplicated in-flight ids may get -32600; cancelled requests may get -32800."""
@@ -587,6 +592,7 @@ class Harness:
                 self._send(item, sent)
             sent.relax()
             self._collect(sent)
+            self._settle(sent)
             self._sentinel()
             rc = self.client.proc.poll()
             assert rc is None, f"term2 died (rc={rc})\n{self.client.stderr()[-4000:]}"
@@ -701,22 +707,24 @@ class Harness:
             if "method" in answer:
                 continue  # agent notification (e.g. replayed history)
             assert "id" in answer, f"answer without id: {_short(answer)}"
-            request_id = answer["id"]
-            pool = sent.nulls if request_id is None else sent.by_id.get(id_key(request_id), [])
-            for expect in pool:
-                if expect.accepts(answer, via_batch):
-                    pool.remove(expect)
-                    break
-            else:
-                raise AssertionError(
-                    f"unexpected answer{' in a batch' if via_batch else ''}: {_short(answer)}; "
-                    f"owed for this id: {_short(pool)}"
-                )
-            if "result" in answer and expect.method == "session/new" and isinstance(answer["result"], dict):
-                session_id = answer["result"].get("sessionId")
-                assert isinstance(session_id, str), answer
-                self.created.add(session_id)
-                self.known_sessions.append(session_id)
+            key = id_key(answer["id"])
+            bucket = sent.answers.setdefault(key, [])
+            bucket.append((answer, via_batch))
+            assert len(bucket) <= len(sent.pool(key)), (
+                f"unexpected answer{' in a batch' if via_batch else ''} (unknown id or one answer too many): "
+                f"{_short(answer)}; owed for this id: {_short(sent.pool(key))}"
+            )
+
+    def _settle(self, sent: Sent) -> None:
+        """Pair every answer with a distinct expectation of its id (a bipartite matching)."""
+        for key, answers in sent.answers.items():
+            pairs = _matching(answers, sent.pool(key))
+            for answer, expect in pairs:
+                if "result" in answer and expect.method == "session/new" and isinstance(answer["result"], dict):
+                    session_id = answer["result"].get("sessionId")
+                    assert isinstance(session_id, str), answer
+                    self.created.add(session_id)
+                    self.known_sessions.append(session_id)
 
     def _sentinel(self) -> None:
         """Every line before this one has been read; nothing else is owed."""
@@ -742,6 +750,34 @@ class Harness:
     def kill(self) -> None:
         for client in [*self.retired, self.client]:
             client.kill()
+
+
+def _matching(answers: list[tuple[dict[str, Any], bool]], expects: list[Expect]) -> list[tuple[dict[str, Any], Expect]]:
+    """A perfect matching of answers to expectations (Kuhn's algorithm), or AssertionError."""
+    owner: dict[int, int] = {}  # expectation index -> answer index
+
+    def place(a: int, seen: set[int]) -> bool:
+        answer, via_batch = answers[a]
+        for e, expect in enumerate(expects):  # a free expectation first: keeps recursion shallow
+            if e not in owner and expect.accepts(answer, via_batch):
+                owner[e] = a
+                return True
+        for e, expect in enumerate(expects):
+            if e in seen or not expect.accepts(answer, via_batch):
+                continue
+            seen.add(e)
+            if e not in owner or place(owner[e], seen):
+                owner[e] = a
+                return True
+        return False
+
+    for a in range(len(answers)):
+        if not place(a, set()):
+            raise AssertionError(
+                f"wrong answer{' in a batch' if answers[a][1] else ''}: {_short(answers[a][0])}; "
+                f"the answers for this id were {_short(answers)}; owed: {_short(expects)}"
+            )
+    return [(answers[a][0], expects[e]) for e, a in owner.items()]
 
 
 def _encode(value: Any) -> bytes:
