@@ -240,8 +240,8 @@ def test_fifty_sessions_stream_at_once_without_cross_talk(tmp_path: Path) -> Non
 
 # --------------------------------------------------------------------------- two processes, one store
 
-ROUNDS = 3
-PER_PROCESS = 4
+ROUNDS = 4
+PER_PROCESS = 5
 
 
 def _drive(client: AcpProcess, workspace: Path, tag: str, out: dict[str, list[str]]) -> None:
@@ -277,11 +277,15 @@ def test_two_processes_on_one_store_keep_both_histories(tmp_path: Path) -> None:
             prompts: dict[str, list[str]] = {}
             errors: list[BaseException] = []
 
+            spans: dict[str, tuple[float, float]] = {}
+
             def drive(client: AcpProcess, tag: str) -> None:
+                begun = time.monotonic()
                 try:
                     _drive(client, workspace, tag, prompts)
                 except BaseException as exc:  # reported by the main thread
                     errors.append(exc)
+                spans[tag] = (begun, time.monotonic())
 
             started = time.monotonic()
             drivers = [threading.Thread(target=drive, args=(c, tag)) for c, tag in ((a, "A"), (b, "B"))]
@@ -291,6 +295,8 @@ def test_two_processes_on_one_store_keep_both_histories(tmp_path: Path) -> None:
                 t.join(300)
             assert not errors, errors
             assert len(prompts) == 2 * PER_PROCESS
+            # The two processes really wrote at the same time (neither finished before the other began).
+            assert max(b for b, _ in spans.values()) < min(e for _, e in spans.values()), spans
             print(f"\ntwo processes: {2 * PER_PROCESS * ROUNDS} turns in {time.monotonic() - started:.1f} s")
 
             # Each process sees the other's sessions and their whole history.
