@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import BinaryIO
 
@@ -221,3 +222,31 @@ async def test_stdio_send_to_a_vanished_reader_does_not_raise() -> None:
             await peer.transport.aclose()
     finally:
         await peer.cleanup()
+
+
+@pytest.mark.anyio
+async def test_stdio_send_waits_for_a_client_that_stops_reading() -> None:
+    """A client that stops reading slows term2 down instead of making it buffer without end."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    transport = StdioTransport(os.fdopen(in_r, "rb"), out_w)
+    line = b"x" * (1024 * 1024)
+    blocked = False
+    for _ in range(64):
+        with anyio.move_on_after(0.5) as waited:
+            await transport.send(line)
+        if waited.cancelled_caught:
+            blocked = True
+            break
+    assert blocked, "send never waited although nobody read"
+
+    def drain() -> None:
+        with os.fdopen(out_r, "rb") as reader:
+            while reader.read(1 << 20):
+                pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    with anyio.fail_after(10):
+        await transport.send(b"after the client read again")
+    os.close(in_w)
+    await transport.aclose()

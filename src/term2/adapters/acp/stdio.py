@@ -19,6 +19,9 @@ import anyio.to_thread
 from term2.ports.transport import LineTooLong
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# A client that stops reading must slow term2 down, not make it buffer without end.
+MAX_PENDING_BYTES = 16 * 1024 * 1024
+BACKPRESSURE_WAIT_S = 30.0
 
 
 def guard_stdout() -> int:
@@ -60,10 +63,19 @@ class _Writer(threading.Thread):
         super().__init__(name="term2-stdout-writer", daemon=True)
         self._fd = fd
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._pending = 0  # bytes queued but not yet written
+        self._lock = threading.Lock()
         self.broken = threading.Event()
         self.drained = threading.Event()
 
+    @property
+    def pending(self) -> int:
+        return self._pending
+
     def put(self, data: bytes | None) -> None:
+        if data is not None:
+            with self._lock:
+                self._pending += len(data)
         self._queue.put(data)
 
     def run(self) -> None:
@@ -93,6 +105,8 @@ class _Writer(threading.Thread):
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+            with self._lock:
+                self._pending -= written
 
 
 class StdioTransport:
@@ -101,14 +115,22 @@ class StdioTransport:
         self._writer = _Writer(out_fd)
         self._writer.start()
         self._closed = False
+        self._eof = False
 
     async def receive(self) -> bytes | None:
         result = await anyio.to_thread.run_sync(self._reader.read_line, abandon_on_cancel=True)
         if isinstance(result, LineTooLong):
             raise result
+        if result is None:
+            self._eof = True
         return result
 
     async def send(self, line: bytes) -> None:
+        # Backpressure: wait while the client is not reading. Bounded, because the last
+        # updates of a turn are sent from shielded scopes that must not hang shutdown.
+        with anyio.move_on_after(BACKPRESSURE_WAIT_S):
+            while self._writer.pending > MAX_PENDING_BYTES and not (self._eof or self._writer.broken.is_set()):
+                await anyio.sleep(0.01)
         if self._closed or self._writer.broken.is_set():
             return
         self._writer.put(line + b"\n")
