@@ -19,7 +19,12 @@ import sys
 import tempfile
 import time
 
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2, "info": {"name": "bench", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": 2, "info": {"name": "bench", "version": "1"}},
+}
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
 
 
@@ -62,7 +67,12 @@ def main() -> int:
         one_run(command, env)  # warm the page cache and .pyc files
         runs = [one_run(command, env) for _ in range(args.runs)]
     cols = list(zip(*runs, strict=True))
-    names = ["spawn → initialize response (ms)", "spawn → first session/list answered (ms)", "exit after stdin closes (ms)", "peak RSS, idle (MB)"]
+    names = [
+        "spawn → initialize response (ms)",
+        "spawn → first session/list answered (ms)",
+        "exit after stdin closes (ms)",
+        "peak RSS, idle (MB)",
+    ]
     print(f"| {args.runs} runs | median | p90 | max |")
     print("|---|---:|---:|---:|")
     for name, values in zip(names, cols, strict=True):

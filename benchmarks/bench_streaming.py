@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conftest import llm_env  # noqa: E402
-from tests.fakes.llm_server import start_fake_llm  # noqa: E402
-from tests.support.acp_process import AcpProcess  # noqa: E402
+from tests.conftest import llm_env
+from tests.fakes.llm_server import start_fake_llm
+from tests.support.acp_process import AcpProcess
 
 FIRST_BYTE_DELAY = 0.2
 
@@ -95,8 +95,10 @@ def main() -> int:
     print("| figure | median | p90 |")
     print("|---|---:|---:|")
     print(f"| chunks forwarded per second (2,000-chunk reply) | {throughput:.0f} | |")
-    for name, values in (("first-chunk overhead after provider's first byte (ms)", overheads),
-                         ("session/cancel → idle `cancelled` (ms)", cancels)):
+    for name, values in (
+        ("first-chunk overhead after provider's first byte (ms)", overheads),
+        ("session/cancel → idle `cancelled` (ms)", cancels),
+    ):
         ordered = sorted(values)
         print(f"| {name} | {statistics.median(values):.1f} | {ordered[int(0.9 * (len(ordered) - 1))]:.1f} |")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.acp_process import AcpProcess, is_jsonrpc
+from tests.support.acp_process import is_jsonrpc
 
 V2_INIT = {"protocolVersion": 2, "info": {"name": "pytest", "version": "1"}}
 
@@ -51,7 +51,11 @@ def test_v1_initialize_advertises_what_is_implemented(acp) -> None:
 @pytest.mark.parametrize(("asked", "answered"), [(1, 1), (2, 2), (3, 2), (99, 2)])
 def test_version_negotiation(acp, asked: int, answered: int) -> None:
     client = acp()
-    params = {"protocolVersion": asked, "info": {"name": "c", "version": "1"}, "clientInfo": {"name": "c", "version": "1"}}
+    params = {
+        "protocolVersion": asked,
+        "info": {"name": "c", "version": "1"},
+        "clientInfo": {"name": "c", "version": "1"},
+    }
     assert client.result("initialize", params)["protocolVersion"] == answered
     client.close()
 
@@ -111,9 +115,7 @@ def test_every_jsonrpc_error_code_and_the_process_keeps_serving(acp, workspace: 
 def test_flood_of_malformed_lines_then_a_valid_request(acp) -> None:
     client = acp()
     client.initialize(2)
-    garbage = b"".join(
-        [b"}{\n", b"\x00\x01\x02\n", b"[[[[[[\n", b'{"jsonrpc":"2.0"}\n', b"null\n", b"\"str\"\n"] * 200
-    )
+    garbage = b"".join([b"}{\n", b"\x00\x01\x02\n", b"[[[[[[\n", b'{"jsonrpc":"2.0"}\n', b"null\n", b'"str"\n'] * 200)
     client.send_raw(garbage)
     response = client.call("session/list", {}, timeout=30)
     assert "result" in response
@@ -126,7 +128,9 @@ def test_flood_of_malformed_lines_then_a_valid_request(acp) -> None:
 def test_oversized_line_is_refused_and_serving_continues(acp) -> None:
     client = acp()
     client.initialize(2)
-    huge = b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{"cursor":"' + b"a" * (65 * 1024 * 1024) + b'"}}\n'
+    huge = (
+        b'{"jsonrpc":"2.0","id":5,"method":"session/list","params":{"cursor":"' + b"a" * (65 * 1024 * 1024) + b'"}}\n'
+    )
     client.send_raw(huge)
     refusal = client.next(timeout=60)
     assert refusal["error"]["code"] == -32600 and "exceeds" in refusal["error"]["message"]

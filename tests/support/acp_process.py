@@ -100,13 +100,13 @@ class AcpProcess:
                 self._inbox.put({"__invalid__": raw.decode("utf-8", "replace")})
                 continue
             self.transcript.append(("agent", message))
-            if isinstance(message, dict) and "method" in message and "id" in message:
-                if message["method"] == "session/request_permission" and self.permission is not None:
-                    self.permission_requests.append(message)
-                    answer = self.permission(message["params"])
-                    if answer is not None:
-                        self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
-                    continue
+            asks_permission = isinstance(message, dict) and message.get("method") == "session/request_permission"
+            if asks_permission and "id" in message and self.permission is not None:
+                self.permission_requests.append(message)
+                answer = self.permission(message["params"])
+                if answer is not None:
+                    self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+                continue
             self._inbox.put(message)
         self._inbox.put(None)
 
@@ -244,7 +244,11 @@ def _is_idle(message: Message, session_id: str) -> bool:
         return False
     params = message.get("params", {})
     update = params.get("update", {})
-    return params.get("sessionId") == session_id and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+    return (
+        params.get("sessionId") == session_id
+        and update.get("sessionUpdate") == "state_update"
+        and update.get("state") == "idle"
+    )
 
 
 def updates(messages: list[Message], kind: str | None = None) -> list[Message]:

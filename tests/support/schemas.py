@@ -269,7 +269,7 @@ def validate_outgoing(
     """
     load_schema(version)  # fail early with the npm hint if not installed
     if not isinstance(message, dict):  # AssertionError on purpose: a test failure
-        raise AssertionError(  # noqa: TRY004
+        raise AssertionError(
             f"ACP v{version}: message must be a JSON object, got {_short(message)}"
         )
     if message.get("jsonrpc") != "2.0":
