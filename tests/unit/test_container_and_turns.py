@@ -1,0 +1,161 @@
+"""The composition root with adapters overridden, and the prompt use case driven through it.
+
+Nothing here talks to a network, a sandbox or a disk store: the container's
+real wiring is kept and only its edges are swapped with `override`, the way
+an alternate provider is swapped by configuration in production.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from dependency_injector import providers
+
+from term2.adapters.llm.scripted import ScriptedProvider, text_response, tool_call_response
+from term2.adapters.sandbox.scripted import ScriptedSandbox
+from term2.adapters.store.memory_store import InMemorySessionStore
+from term2.app.config import Settings
+from term2.app.container import Container, build_container
+from term2.domain.approval import Choice
+from term2.domain.content import TextBlock
+from term2.domain.history import AgentMessage, ToolCall, ToolStatus, UserMessage
+from term2.domain.turn import FinishReason, StopReason
+from term2.ports.approval import ApprovalDecision, ApprovalRequest
+from term2.ports.llm import Finished, ProviderUnreachable, TextDelta
+from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, ToolCallChanged
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.events: list[SessionEvent] = []
+
+    async def send(self, session_id: str, event: SessionEvent) -> None:
+        self.events.append(event)
+
+
+class Approver:
+    def __init__(self, choice: Choice | None) -> None:
+        self.choice = choice
+        self.requests: list[ApprovalRequest] = []
+
+    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.requests.append(request)
+        return ApprovalDecision(self.choice, None if self.choice else "rejected")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def container_with(llm: ScriptedProvider, settings: Settings | None = None) -> Container:
+    container = build_container(settings or Settings(model="openai/fake", max_turn_requests=3), {})
+    container.store.override(providers.Singleton(InMemorySessionStore))
+    container.llm.override(providers.Object(llm))
+    container.sandbox.override(providers.Object(ScriptedSandbox()))
+    return container
+
+
+async def _run(
+    container: Container, workspace: Path, text: str, approver: Approver
+) -> tuple[StopReason, RecordingSink]:
+    opened = await container.sessions().new(str(workspace))
+    prompts = container.prompts()
+    turn = prompts.admit(opened.session.session_id)
+    sink = RecordingSink()
+    outcome = await prompts.run(turn, (TextBlock(text),), sink, approver)
+    return outcome.stop_reason, sink
+
+
+@pytest.mark.anyio
+async def test_a_turn_streams_records_and_ends_idle(tmp_path: Path) -> None:
+    llm = ScriptedProvider([text_response("Hello", "Hel", "lo")])
+    container = container_with(llm)
+    stop, sink = await _run(container, tmp_path, "hi", Approver(None))
+    assert stop is StopReason.END_TURN
+    chunks = [e.text for e in sink.events if isinstance(e, MessageChunk)]
+    assert chunks == ["Hel", "lo"]
+    assert sink.events[-1] == StateChanged("idle", StopReason.END_TURN)
+    store = container.store()
+    [session] = (await store.list(None, None, 10)).sessions
+    history = [e async for e in store.history(session.session_id)]
+    assert [type(e) for e in history] == [UserMessage, AgentMessage]
+    assert session.title == "hi"
+    system = llm.requests[0].messages[0]
+    assert system.role == "system" and str(tmp_path) in system.content
+
+
+@pytest.mark.anyio
+async def test_tool_results_feed_back_and_a_denied_edit_fails_without_writing(tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    target = outside / "x.txt"
+    args = json.dumps({"path": str(target), "content": "nope"})
+    llm = ScriptedProvider([tool_call_response(("c1", "write_file", args)), text_response("ok")])
+    approver = Approver(None)
+    stop, sink = await _run(container_with(llm), tmp_path, "write outside", approver)
+    assert stop is StopReason.END_TURN
+    assert len(approver.requests) == 1 and not target.exists()
+    final = [e.call for e in sink.events if isinstance(e, ToolCallChanged)][-1]
+    assert isinstance(final, ToolCall) and final.status is ToolStatus.FAILED
+    tool_message = llm.requests[1].messages[-1]
+    assert tool_message.role == "tool" and tool_message.tool_call_id == "c1" and "did not run" in tool_message.content
+
+
+@pytest.mark.anyio
+async def test_the_request_cap_stops_a_looping_model(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a")
+    read = json.dumps({"path": "a.txt"})
+    llm = ScriptedProvider([tool_call_response((f"c{n}", "read_file", read)) for n in range(5)])
+    stop, _ = await _run(container_with(llm), tmp_path, "loop", Approver(None))
+    assert stop is StopReason.MAX_TURN_REQUESTS
+    assert len(llm.requests) == 3
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("finish", "expected"),
+    [(FinishReason.LENGTH, StopReason.MAX_TOKENS), (FinishReason.CONTENT_FILTER, StopReason.REFUSAL)],
+)
+async def test_finish_reasons_map_to_stop_reasons(tmp_path: Path, finish: FinishReason, expected: StopReason) -> None:
+    llm = ScriptedProvider([[TextDelta("cut"), Finished(finish)]])
+    stop, _ = await _run(container_with(llm), tmp_path, "x", Approver(None))
+    assert stop is expected
+
+
+@pytest.mark.anyio
+async def test_a_provider_failure_ends_with_term2_error_and_tells_the_user(tmp_path: Path) -> None:
+    llm = ScriptedProvider([[TextDelta("partial "), ProviderUnreachable("cannot reach the model")]])
+    stop, sink = await _run(container_with(llm), tmp_path, "x", Approver(None))
+    assert stop is StopReason.ERROR
+    texts = [e.text for e in sink.events if isinstance(e, MessageChunk)]
+    assert texts[0] == "partial " and "cannot reach the model" in texts[-1]
+    assert sink.events[-1] == StateChanged("idle", StopReason.ERROR)
+
+
+@pytest.mark.anyio
+async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
+    llm = ScriptedProvider([text_response("slow", *["w "] * 100)], delay=0.05)
+    container = container_with(llm)
+    opened = await container.sessions().new(str(tmp_path))
+    prompts = container.prompts()
+    turn = prompts.admit(opened.session.session_id)
+    sink = RecordingSink()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: prompts.run(turn, (TextBlock("go"),), sink, Approver(None)))
+        await anyio.sleep(0.2)
+        prompts.cancel(opened.session.session_id)
+    assert sink.events[-1] == StateChanged("idle", StopReason.CANCELLED)
+    assert not turn.busy and turn.settled.is_set()
+
+
+@pytest.mark.anyio
+async def test_no_model_configured_is_a_readable_failure(tmp_path: Path) -> None:
+    container = build_container(Settings(), {})
+    container.store.override(providers.Singleton(InMemorySessionStore))
+    stop, sink = await _run(container, tmp_path, "x", Approver(None))
+    assert stop is StopReason.ERROR
+    assert any("no model configured" in e.text for e in sink.events if isinstance(e, MessageChunk))
