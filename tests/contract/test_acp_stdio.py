@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.acp_process import is_jsonrpc
+from tests.support.procs import children_of
 
 V2_INIT = {"protocolVersion": 2, "info": {"name": "pytest", "version": "1"}}
 
@@ -214,19 +215,6 @@ def test_stdout_stays_protocol_even_when_a_library_prints(acp, tmp_path: Path) -
     assert "C code wrote this" in client.stderr()
 
 
-def _descendants(pid: int) -> list[int]:
-    children: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid:
-            children.append(int(entry))
-    return children
 
 
 def test_eof_shuts_down_promptly_with_exit_0(acp, workspace: Path) -> None:
@@ -236,7 +224,7 @@ def test_eof_shuts_down_promptly_with_exit_0(acp, workspace: Path) -> None:
     started = time.monotonic()
     assert client.close(timeout=10) == 0
     assert time.monotonic() - started < 5
-    assert _descendants(client.proc.pid) == []
+    assert children_of(client.proc.pid) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -245,5 +233,5 @@ def test_signals_shut_down_with_exit_0(acp, workspace: Path, sig: int) -> None:
     client.initialize(1)
     client.new_session(workspace)
     assert client.terminate(sig, timeout=10) == 0
-    assert _descendants(client.proc.pid) == []
+    assert children_of(client.proc.pid) == []
     assert all(is_jsonrpc(json.loads(line)) for line in client.raw_lines)

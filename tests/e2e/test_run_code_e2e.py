@@ -26,6 +26,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess, Message, PermissionPolicy, allow_kind, updates
+from tests.support.procs import processes_with
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="run_code needs /usr/bin/bwrap")
 
@@ -318,20 +319,6 @@ def test_v1_rejected_nested_edit_is_not_written(v1: Agent) -> None:
 # --- cancellation ---------------------------------------------------------------------------------
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        for part in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{entry}/{part}", "rb") as handle:
-                    if marker.encode() in handle.read():
-                        found.append(int(entry))
-                        break
-            except OSError:
-                continue
-    return found
 
 
 def _parent_pid(pid: int) -> int | None:
@@ -364,10 +351,10 @@ def test_v2_cancel_while_the_program_runs_kills_it(v2: Agent) -> None:
     v2.push_program(code, call_id)
     v2.start(sid)
     deadline = time.monotonic() + 30
-    while not _processes_with(marker):
+    while not processes_with(marker, environ=True):
         assert time.monotonic() < deadline, "the program never started its child"
         time.sleep(0.05)
-    [child] = _processes_with(marker)
+    [child] = processes_with(marker, environ=True)
     program_pid = _parent_pid(child)
     assert program_pid is not None
 
@@ -378,9 +365,9 @@ def test_v2_cancel_while_the_program_runs_kills_it(v2: Agent) -> None:
     assert time.monotonic() - cancelled_at < 5
     assert idle_of(messages)["stopReason"] == "cancelled"
     deadline = time.monotonic() + 3
-    while (_processes_with(marker) or _alive(program_pid)) and time.monotonic() < deadline:
+    while (processes_with(marker, environ=True) or _alive(program_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_with(marker) == []
+    assert processes_with(marker, environ=True) == []
     assert not _alive(program_pid)
     turn = Turn(call_id, messages, [])
     assert turn.parent()["status"] == "cancelled"

@@ -26,6 +26,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess, Message, PermissionPolicy, allow_kind, updates
+from tests.support.procs import processes_with
 
 WARM_UP_TIMEOUT = 180.0  # the first prompt of a process imports litellm
 TURN_TIMEOUT = 60.0
@@ -638,19 +639,6 @@ def test_v2_unsandboxed_request_still_runs_in_the_sandbox(v2: Agent) -> None:
     assert not host_marker.exists()  # ...in the sandbox's private /tmp
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
@@ -660,9 +648,9 @@ def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
     v2.start_prompt(sid, shell_call(command), policy=select("allow-once"))
     v2.proc.collect_until(lambda m: m.get("params", {}).get("update", {}).get("status") == "in_progress", 30)
     deadline = time.monotonic() + 10
-    while len(_processes_with(marker)) < 2 and time.monotonic() < deadline:
+    while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_with(marker), "the command never started"
+    assert processes_with(marker), "the command never started"
 
     cancelled_at = time.monotonic()
     v2.proc.notify("session/cancel", {"sessionId": sid})
@@ -672,9 +660,9 @@ def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
     assert idle(messages)["stopReason"] == "cancelled"
     assert only_call(messages)["status"] == "cancelled"
     deadline = time.monotonic() + 3
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
 
 
 # --- disconnect (last: it ends the shared v2 process) --------------------------

@@ -38,6 +38,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer
 from tests.support.acp_process import AcpProcess, Message, PermissionPolicy, allow_kind, updates
+from tests.support.procs import processes_with
 
 WARM_UP_TIMEOUT = 240.0  # the first turn imports litellm; several processes do so at once
 TURN_TIMEOUT = 60.0
@@ -249,19 +250,6 @@ def integrity(db: Path) -> None:
         conn.close()
 
 
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(int(entry))
-    return found
 
 
 def _cmdline(pid: int) -> bytes:

@@ -26,6 +26,7 @@ import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox
 from term2.ports.sandbox import CommandRequest, CommandResult, SandboxUnavailable
+from tests.support.procs import processes_with
 
 if TYPE_CHECKING:
     from tests.sandbox.conftest import Box
@@ -45,18 +46,6 @@ def py(code: str) -> str:
     return "python3 - <<'PYEOF'\n" + textwrap.dedent(code) + "\nPYEOF\n"
 
 
-def survivors(marker: str) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(os.path.join(entry.path, "cmdline"), "rb") as f:
-                if marker.encode() in f.read():
-                    found.append(int(entry.name))
-        except OSError:
-            pass
-    return found
 
 
 # --- filesystem writes (1-4) -------------------------------------------------------
@@ -499,7 +488,7 @@ async def test_background_processes_do_not_survive(box: Box) -> None:
     )
     assert "started" in text(result)
     time.sleep(0.3)
-    assert survivors(marker) == []
+    assert processes_with(marker) == []
 
 
 async def test_timeout_kills_the_whole_tree(box: Box) -> None:
@@ -508,7 +497,7 @@ async def test_timeout_kills_the_whole_tree(box: Box) -> None:
     result = await box.run(f"(sleep {marker} &); setsid sleep {marker} & sleep {marker}", timeout_s=1)
     assert result.timed_out and time.monotonic() - started < 5
     time.sleep(0.3)
-    assert survivors(marker) == []
+    assert processes_with(marker) == []
 
 
 async def test_fork_bomb_is_bounded(box: Box) -> None:
@@ -534,7 +523,7 @@ async def test_fork_bomb_is_bounded(box: Box) -> None:
     )
     assert result.timed_out and time.monotonic() - started < 8
     time.sleep(0.3)
-    assert survivors(marker) == []
+    assert processes_with(marker) == []
     made = int(text(result).split("forks")[1].split()[0])
     if box.mode == "root-owned":
         pytest.xfail("RLIMIT_NPROC does not bind host uid 0; only the timeout bounds it (needs cgroup pids.max)")
