@@ -7,7 +7,6 @@ answering `initialize` and must stay light.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,6 +76,10 @@ def _expect(kind: type | tuple[type, ...], value: object, where: str) -> Any:
 
 
 def _from_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    import tomllib  # only when there is a file: this runs before `initialize` is answered
+
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)

@@ -7,6 +7,7 @@ half-written protocol stream.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 
@@ -37,7 +38,8 @@ def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
 
         catalog = LitellmCatalog(settings.models)
         try:
-            resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
+            if not catalog.quickly_accepts(settings.model, settings.provider):
+                resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
         except ModelResolutionError as exc:
             _refuse(str(exc), exc.candidates)
     return settings
@@ -45,9 +47,29 @@ def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
 
 def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     settings = prepare(argv, env)
+    from term2 import __version__
+    from term2.adapters.acp.negotiation import early_answer
+    from term2.adapters.acp.stdio import MAX_LINE_BYTES, guard_stdout
+
+    protocol_fd = guard_stdout()
+    # Editors send `initialize` first and wait for it: answer it before loading the
+    # event loop, logging and the server. Any other first line goes to the server.
+    first = sys.stdin.buffer.readline(MAX_LINE_BYTES + 1)
+    info = {"name": "term2", "title": "term2", "version": __version__}
+    early = early_answer(first, settings.acp_v2, info) if first.endswith(b"\n") else None
+    version = None
+    if early is not None:
+        version, reply = early
+        _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
 
     configure_logging()  # before any module imports structlog
     from term2.app.serve import run_acp
 
-    run_acp(settings, env)
+    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

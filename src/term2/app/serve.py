@@ -21,8 +21,7 @@ from anyio.abc import TaskGroup
 from term2 import __version__
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.server import AcpServer, AgentInfo
-from term2.adapters.acp.stdio import StdioTransport, guard_stdout
-from term2.adapters.acp.updates import AcpUpdateSink
+from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
 
 if TYPE_CHECKING:
@@ -57,19 +56,25 @@ class _Application:
 
     def _build_sync(self) -> Any:
         _import_dependency_injector()
-        from term2.adapters.acp import session_methods  # noqa: F401  (load it off the event loop)
+        # Loaded here, off the event loop: these are what the first session request needs.
+        from term2.adapters.acp import session_methods, wire_v1, wire_v2  # noqa: F401
         from term2.app.container import build_container
 
         return build_container(self._settings, self._env)
 
-    async def methods(self, connection: JsonRpcConnection, version: int, sink: AcpUpdateSink) -> SessionMethods:
+    async def methods(self, connection: JsonRpcConnection, version: int) -> SessionMethods:
+        """The session methods for the negotiated version, once the application is built."""
         await self._ready.wait()
         if self._container is None:
             from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
 
             raise RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
         from term2.adapters.acp.session_methods import SessionMethods
+        from term2.adapters.acp.updates import AcpUpdateSink
+        from term2.adapters.acp.wire_v1 import V1Renderer
+        from term2.adapters.acp.wire_v2 import V2Renderer
 
+        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer())
         c = self._container
         return SessionMethods(
             c.sessions(), c.prompts(), c.registry(), connection, version, sink, on_session=self._preload
@@ -106,11 +111,15 @@ def _import_dependency_injector() -> None:
         del sys.modules["pydantic_settings"]
 
 
-async def _serve(settings: Settings, env: Mapping[str, str], protocol_fd: int) -> None:
-    transport = StdioTransport(sys.stdin.buffer, protocol_fd)
+async def _serve(
+    settings: Settings, env: Mapping[str, str], protocol_fd: int, pending: bytes | None, version: int | None
+) -> None:
+    transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Application(settings, env, tg)
         server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
+        if version is not None:
+            server.initialized(version)
         connection = JsonRpcConnection(transport, server)
         server.attach(connection)
         tg.start_soon(app.build)
@@ -130,9 +139,16 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
             return
 
 
-def run_acp(settings: Settings, env: Mapping[str, str]) -> None:
-    protocol_fd = guard_stdout()
-    anyio.run(_serve, settings, env, protocol_fd, backend="asyncio")
+def run_acp(
+    settings: Settings,
+    env: Mapping[str, str],
+    protocol_fd: int,
+    pending: bytes | None = None,
+    version: int | None = None,
+) -> None:
+    """Serve on `protocol_fd` (see `guard_stdout`); `pending` is a first line already read
+    from stdin, `version` one already negotiated by the launcher's early answer."""
+    anyio.run(_serve, settings, env, protocol_fd, pending, version, backend="asyncio")
 
 
 def exit_now(code: int) -> None:

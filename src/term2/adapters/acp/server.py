@@ -16,9 +16,7 @@ from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, RpcError
-from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_v1 import V1Renderer
-from term2.adapters.acp.wire_v2 import V2Renderer
+from term2.adapters.acp.negotiation import NegotiationError, negotiate
 from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, Term2Error
 
 if TYPE_CHECKING:
@@ -33,7 +31,7 @@ V1_ONLY = frozenset({"session/load"})
 log = structlog.get_logger("term2.acp")
 
 # Builds the session methods once the application is ready (see term2.app.serve).
-MethodsFactory = Callable[[JsonRpcConnection, int, AcpUpdateSink], Awaitable["SessionMethods"]]
+MethodsFactory = Callable[[JsonRpcConnection, int], Awaitable["SessionMethods"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +58,6 @@ class AcpServer:
         self._methods_factory = methods
         self._connection: JsonRpcConnection | None = None
         self._methods: SessionMethods | None = None
-        self._sink: AcpUpdateSink | None = None
         self.version: int | None = None
 
     def attach(self, connection: JsonRpcConnection) -> None:
@@ -117,8 +114,8 @@ class AcpServer:
 
     async def _session_methods(self) -> SessionMethods:
         if self._methods is None:
-            assert self._connection is not None and self.version is not None and self._sink is not None
-            self._methods = await self._methods_factory(self._connection, self.version, self._sink)
+            assert self._connection is not None and self.version is not None
+            self._methods = await self._methods_factory(self._connection, self.version)
         return self._methods
 
     async def _not_initialized(self, params: Any) -> Any:
@@ -129,29 +126,19 @@ class AcpServer:
         await methods.cancel(params)
 
     # -- initialize -------------------------------------------------------
+    @property
+    def info(self) -> dict[str, str]:
+        return {"name": self._info.name, "title": self._info.title, "version": self._info.version}
+
+    def initialized(self, version: int) -> None:
+        """Adopt a version negotiated before the server existed (the launcher's early answer)."""
+        self.version = version
+
     async def _initialize(self, params: Any) -> dict[str, Any]:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
-        requested = params.get("protocolVersion") if isinstance(params, dict) else None
-        if not isinstance(requested, int) or isinstance(requested, bool):
-            raise RpcError(INVALID_PARAMS, "Invalid params for initialize: protocolVersion must be an integer")
-        if requested < 1:
-            raise RpcError(INVALID_PARAMS, f"Unsupported protocol version {requested}: term2 speaks ACP 1 and 2")
-        version = 2 if requested >= 2 and self._v2_enabled else 1
-        assert self._connection is not None
-        self.version = version
-        self._sink = AcpUpdateSink(self._connection, V2Renderer() if version == 2 else V1Renderer())
-        info = {"name": self._info.name, "title": self._info.title, "version": self._info.version}
-        if version == 2:
-            return {"protocolVersion": 2, "info": info, "capabilities": {"session": {}}}
-        return {
-            "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-                "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
-            },
-            "authMethods": [],
-            "agentInfo": info,
-        }
+        try:
+            self.version, result = negotiate(params, self._v2_enabled, self.info)
+        except NegotiationError as exc:
+            raise RpcError(exc.code, exc.message) from None
+        return result

@@ -42,7 +42,10 @@ class _LineReader:
         self._limit = limit
 
     def read_line(self) -> bytes | LineTooLong | None:
-        line = self._stream.readline(self._limit + 1)
+        return self.finish(self._stream.readline(self._limit + 1))
+
+    def finish(self, line: bytes) -> bytes | LineTooLong | None:
+        """Interpret what one `readline(limit + 1)` returned."""
         if not line:
             return None
         if line.endswith(b"\n"):
@@ -110,15 +113,21 @@ class _Writer(threading.Thread):
 
 
 class StdioTransport:
-    def __init__(self, stdin: BinaryIO, out_fd: int, limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, stdin: BinaryIO, out_fd: int, limit: int = MAX_LINE_BYTES, pending: bytes | None = None) -> None:
         self._reader = _LineReader(stdin, limit)
+        # A first line the launcher read (and did not answer) before this transport existed.
+        self._pending_line = pending
         self._writer = _Writer(out_fd)
         self._writer.start()
         self._closed = False
         self._eof = False
 
     async def receive(self) -> bytes | None:
-        result = await anyio.to_thread.run_sync(self._reader.read_line, abandon_on_cancel=True)
+        if self._pending_line is not None:
+            line, self._pending_line = self._pending_line, None
+            result = self._reader.finish(line)
+        else:
+            result = await anyio.to_thread.run_sync(self._reader.read_line, abandon_on_cancel=True)
         if isinstance(result, LineTooLong):
             raise result
         if result is None:

@@ -106,7 +106,9 @@ class Bridge:
         reader = BufferedByteReceiveStream(stream)
         while True:
             try:
-                line: bytes | None = await reader.receive_until(b"\n", MAX_MESSAGE_BYTES)
+                # +1: anyio gives up once that many bytes are buffered without the delimiter, and a
+                # message of exactly the limit may sit in the buffer before its newline arrives.
+                line: bytes | None = await reader.receive_until(b"\n", MAX_MESSAGE_BYTES + 1)
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return
             except anyio.DelimiterNotFound:

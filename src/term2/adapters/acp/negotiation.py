@@ -1,0 +1,64 @@
+"""ACP version negotiation and the `initialize` result, with the standard library only.
+
+Both the server and the launcher's early answer use this, so there is one
+definition of what term2 advertises on each version.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+INVALID_PARAMS = -32602
+
+
+class NegotiationError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def negotiate(params: Any, v2_enabled: bool, info: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """Pick one version for the connection and build the matching `initialize` result."""
+    requested = params.get("protocolVersion") if isinstance(params, dict) else None
+    if not isinstance(requested, int) or isinstance(requested, bool):
+        raise NegotiationError(INVALID_PARAMS, "Invalid params for initialize: protocolVersion must be an integer")
+    if requested < 1:
+        raise NegotiationError(INVALID_PARAMS, f"Unsupported protocol version {requested}: term2 speaks ACP 1 and 2")
+    if requested >= 2 and v2_enabled:
+        return 2, {"protocolVersion": 2, "info": dict(info), "capabilities": {"session": {}}}
+    return 1, {
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "mcpCapabilities": {"http": False, "sse": False},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+        },
+        "authMethods": [],
+        "agentInfo": dict(info),
+    }
+
+
+def early_answer(line: bytes, v2_enabled: bool, info: dict[str, str]) -> tuple[int, bytes] | None:
+    """Answer a first line that is a well-formed `initialize` request, before the server exists.
+
+    Anything else (malformed JSON, another method, bad params) returns None and
+    is left to the full server, which owns every error reply.
+    """
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "initialize":
+        return None
+    request_id = message.get("id", ...)
+    if not (isinstance(request_id, str) or (type(request_id) is int and -(2**63) <= request_id < 2**63)):
+        return None
+    try:
+        version, result = negotiate(message.get("params"), v2_enabled, info)
+    except NegotiationError:
+        return None
+    reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return version, json.dumps(reply, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
