@@ -1,0 +1,61 @@
+"""Version negotiation, shared by the server and the launcher's early answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from term2.adapters.acp.negotiation import NegotiationError, early_answer, negotiate
+
+INFO = {"name": "term2", "title": "term2", "version": "9.9"}
+
+
+@pytest.mark.parametrize(("asked", "v2", "got"), [(1, True, 1), (2, True, 2), (7, True, 2), (2, False, 1)])
+def test_one_version_per_connection(asked: int, v2: bool, got: int) -> None:
+    version, result = negotiate({"protocolVersion": asked}, v2, INFO)
+    assert version == got == result["protocolVersion"]
+
+
+def test_v2_result_is_exactly_the_documented_one() -> None:
+    assert negotiate({"protocolVersion": 2}, True, INFO)[1] == {
+        "protocolVersion": 2,
+        "info": INFO,
+        "capabilities": {"session": {}},
+    }
+
+
+@pytest.mark.parametrize(
+    "params", [None, {}, {"protocolVersion": "2"}, {"protocolVersion": True}, {"protocolVersion": 0}]
+)
+def test_unusable_versions_are_refused(params: object) -> None:
+    with pytest.raises(NegotiationError) as caught:
+        negotiate(params, True, INFO)
+    assert caught.value.code == -32602
+
+
+def test_a_well_formed_initialize_is_answered_early() -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2}})
+    answered = early_answer(line.encode(), True, INFO)
+    assert answered is not None
+    version, reply = answered
+    assert version == 2 and reply.endswith(b"\n")
+    assert json.loads(reply) == {"jsonrpc": "2.0", "id": 0, "result": negotiate({"protocolVersion": 2}, True, INFO)[1]}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json",
+        b"[]",
+        b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}',
+        b'{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":null,"method":"initialize","params":{"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":1.5,"method":"initialize","params":{"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":99999999999999999999,"method":"initialize","params":{"protocolVersion":2}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":0}}',
+        b'{"jsonrpc":"1.0","id":1,"method":"initialize","params":{"protocolVersion":2}}',
+    ],
+)
+def test_anything_else_is_left_to_the_server(line: bytes) -> None:
+    assert early_answer(line, True, INFO) is None
