@@ -25,6 +25,7 @@ import anyio
 import structlog
 
 from term2.adapters.sandbox import seccomp
+from term2.adapters.sandbox.cgroup import PidsCgroup
 from term2.adapters.sandbox.environment import sandbox_environment
 from term2.adapters.sandbox.footholds import (
     MaskMaterial,
@@ -149,7 +150,8 @@ class BubblewrapSandbox:
         async with self._using(root, strip_setid=identity.host_root) as use:
             plan = plan_protection(root, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
-            return await self._supervise(request, root, cwd, identity, plan.args, on_output)
+            async with _pids_group(identity, self._limits) as pids:
+                return await self._supervise(request, root, cwd, identity, plan.args, pids, on_output)
 
     async def _supervise(
         self,
@@ -158,6 +160,7 @@ class BubblewrapSandbox:
         cwd: str,
         identity: Identity,
         protection: list[str],
+        pids: PidsCgroup | None,
         on_output: OutputSink | None,
     ) -> CommandResult:
         masks = self._mask_material()
@@ -176,6 +179,8 @@ class BubblewrapSandbox:
             host_masks=secret_masks(masks) if identity.host_root else [],
             protection=protection,
         )
+        if pids is not None:
+            argv = pids.wrap(argv)
         env = sandbox_environment(root)
         inherited: tuple[int, ...] = (status_w, seccomp_fd)
         if request.bridge_fd is not None:  # run_code's channel: the one extra fd, announced by number
@@ -245,6 +250,18 @@ class BubblewrapSandbox:
                 if use.active == 0:
                     remove_ghosts(use.ghosts)
                     del self._roots[root]
+
+
+@asynccontextmanager
+async def _pids_group(identity: Identity, limits: Limits) -> AsyncIterator[PidsCgroup | None]:
+    """Host root is exempt from RLIMIT_NPROC: bound its commands with a pids cgroup where one can be made."""
+    pids = PidsCgroup.create(limits.processes) if identity.host_root else None
+    try:
+        yield pids
+    finally:
+        if pids is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pids.remove)
 
 
 async def _finish(box: SandboxProcess) -> None:
