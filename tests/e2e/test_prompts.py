@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, allow_kind, updates
+from tests.support.acp_process import AcpProcess, allow_kind, is_update, updates
 
 Message = dict[str, Any]
 Predicate = Callable[[Message], bool]
@@ -133,14 +133,6 @@ def prompt_params(session_id: str, *blocks: Message | str) -> Message:
     return {"sessionId": session_id, "prompt": prompt}
 
 
-def is_update(session_id: str, kind: str, **fields: Any) -> Predicate:
-    def match(message: Message) -> bool:
-        if message.get("method") != "session/update" or message["params"]["sessionId"] != session_id:
-            return False
-        update = message["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
-
-    return match
 
 
 def is_idle(session_id: str) -> Predicate:

@@ -37,7 +37,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer
-from tests.support.acp_process import AcpProcess, Message, PermissionPolicy, allow_kind, updates
+from tests.support.acp_process import AcpProcess, Message, PermissionPolicy, allow_kind, is_update, updates
 from tests.support.procs import processes_with
 
 WARM_UP_TIMEOUT = 240.0  # the first turn imports litellm; several processes do so at once
@@ -215,14 +215,6 @@ def session_updates(messages: list[Message], session_id: str) -> list[dict[str, 
     ]
 
 
-def is_update(session_id: str, kind: str, **fields: Any) -> Any:
-    def match(message: Message) -> bool:
-        if message.get("method") != "session/update" or message["params"]["sessionId"] != session_id:
-            return False
-        update = message["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
-
-    return match
 
 
 def texts(content: Any) -> str:

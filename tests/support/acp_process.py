@@ -239,16 +239,20 @@ class AcpProcess:
         validate_all(self.version, self.transcript)
 
 
+def is_update(session_id: str, kind: str, **fields: Any) -> Callable[[Message], bool]:
+    """A predicate for `collect_until`: a `session/update` of `kind` for `session_id` with `fields`."""
+
+    def match(message: Message) -> bool:
+        if message.get("method") != "session/update" or message["params"]["sessionId"] != session_id:
+            return False
+        update = message["params"]["update"]
+        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
+
+    return match
+
+
 def _is_idle(message: Message, session_id: str) -> bool:
-    if message.get("method") != "session/update":
-        return False
-    params = message.get("params", {})
-    update = params.get("update", {})
-    return (
-        params.get("sessionId") == session_id
-        and update.get("sessionUpdate") == "state_update"
-        and update.get("state") == "idle"
-    )
+    return is_update(session_id, "state_update", state="idle")(message)
 
 
 def updates(messages: list[Message], kind: str | None = None) -> list[Message]:
