@@ -86,9 +86,6 @@ class SessionRegistry:
     def detach(self, session_id: str) -> None:
         self._open.pop(session_id, None)
 
-    def all(self) -> list[OpenSession]:
-        return list(self._open.values())
-
 
 class SessionService:
     def __init__(self, store: SessionStore, registry: SessionRegistry) -> None:
@@ -129,11 +126,6 @@ class SessionService:
     def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         return self._store.history(session_id)
 
-    def attached(self, session_id: str) -> OpenSession:
-        opened = self._registry.get(session_id)
-        if opened is None:
-            raise NotFound(f"unknown or closed session: {session_id}")
-        return opened
 
     async def close(self, session_id: str) -> bool:
         """Cancel active work, wait for it to settle, then release the session.

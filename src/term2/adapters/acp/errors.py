@@ -9,7 +9,6 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 SERVER_BUSY = -32000  # term2's spec: a second foreground prompt for a session
-RESOURCE_NOT_FOUND = -32002
 
 
 class RpcError(Exception):
