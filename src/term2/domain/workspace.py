@@ -17,6 +17,9 @@ from enum import StrEnum
 from pathlib import PurePosixPath
 
 from term2.domain.approval import Choice
+from term2.domain.footholds import is_secret_file
+
+__all__ = ["Access", "Grants", "SessionAccess", "Workspace", "is_git_metadata", "is_secret_file", "is_within"]
 
 
 class Access(StrEnum):
@@ -28,11 +31,6 @@ class Access(StrEnum):
 def is_within(path: str, folder: str) -> bool:
     p, f = PurePosixPath(path), PurePosixPath(folder)
     return p == f or f in p.parents
-
-
-def is_secret_file(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return name == ".env" or name.startswith(".env.")
 
 
 def is_git_metadata(path: str, root: str) -> bool:
@@ -71,8 +69,13 @@ class Workspace:
     root: str
     grants: Grants = field(default_factory=Grants)
 
-    def needs_approval(self, access: Access, resolved: str) -> bool:
-        """True when the action on `resolved` must be allowed by the user first."""
+    def needs_approval(self, access: Access, resolved: str, *, git_plant: bool = False) -> bool:
+        """True when the action on `resolved` must be allowed by the user first.
+
+        ``git_plant`` is the caller's finding (it needs the folder's entries)
+        that an edit would complete or write inside a git-directory shape:
+        such an edit is a foothold like one in ``.git``.
+        """
         g = self.grants
         if access is Access.READ:
             if any(is_within(resolved, f) for f in g.read_folders):
@@ -81,7 +84,7 @@ class Workspace:
         if access is Access.EDIT:
             if resolved in g.edit_files or any(is_within(resolved, f) for f in g.edit_folders):
                 return False
-            foothold = is_secret_file(resolved) or is_git_metadata(resolved, self.root)
+            foothold = git_plant or is_secret_file(resolved) or is_git_metadata(resolved, self.root)
             return not is_within(resolved, self.root) or foothold
         return not any(is_within(resolved, f) for f in g.run_folders)
 
