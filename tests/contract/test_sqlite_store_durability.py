@@ -333,3 +333,36 @@ async def test_data_and_cursors_survive_reopening(tmp_path: Path) -> None:
         assert await _history(second, "s3") == [AgentMessage("m", "kept")]
     finally:
         await second.aclose()
+
+
+async def test_journal_files_are_private_from_the_first_write(tmp_path: Path) -> None:
+    """The -wal and -shm files hold recent transcript pages: 0600 like the database, under any umask."""
+    path = tmp_path / "state" / "sessions.sqlite3"
+    old = os.umask(0o022)
+    try:
+        store = SqliteSessionStore(path)
+        await store.create(Session("s1", "/w", NOW, NOW))
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in path.parent.iterdir()}
+    assert set(modes) >= {"sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"}, modes
+    assert set(modes.values()) == {0o600}, modes
+    await store.aclose()
+
+
+async def test_journal_files_left_world_readable_are_tightened(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.sqlite3"
+    store = SqliteSessionStore(path)
+    await store.create(Session("s1", "/w", NOW, NOW))
+    await store.aclose()
+    for suffix in ("", "-wal", "-shm"):
+        target = Path(f"{path}{suffix}")
+        if target.exists():
+            target.chmod(0o644)
+    reopened = SqliteSessionStore(path)
+    assert await reopened.get("s1") is not None
+    for suffix in ("", "-wal", "-shm"):
+        target = Path(f"{path}{suffix}")
+        if target.exists():
+            assert target.stat().st_mode & 0o777 == 0o600, target
+    await reopened.aclose()

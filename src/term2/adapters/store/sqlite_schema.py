@@ -79,7 +79,7 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bytes]:
     domain's StoreUnavailable.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    existed = path.exists()
+    _create_private(path)
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
@@ -92,12 +92,39 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bytes]:
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
         secret = _load_secret(conn)
-        if not existed:
-            os.chmod(path, 0o600)
+        _tighten(path)
     except BaseException:
         conn.close()
         raise
     return conn, secret
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 before SQLite opens it.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the database file's mode, so a
+    file created by SQLite itself (0644 under the usual umask) and tightened
+    afterwards leaves the journal world-readable: transcripts hold whatever
+    the model read.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _tighten(path: Path) -> None:
+    """0600 on the database and its journal files (older term2 versions left 0644 ones)."""
+    for suffix in ("", "-wal", "-shm"):
+        target = Path(f"{path}{suffix}")
+        try:
+            if target.stat().st_mode & 0o077:
+                os.chmod(target, 0o600)
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            continue  # not ours (a read-only share): opening read-only still works
 
 
 def is_writable(conn: sqlite3.Connection) -> bool:
