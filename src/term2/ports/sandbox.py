@@ -40,6 +40,9 @@ class CommandResult:
     output: bytes  # stdout and stderr interleaved, at most output_limit bytes
     truncated: bool
     timed_out: bool
+    # What the sandbox did to the workspace after the command, for the model and
+    # the user to read (e.g. planted git metadata it quarantined).
+    notices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,9 @@ import stat
 import subprocess
 import tempfile
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import structlog
@@ -29,6 +29,7 @@ from term2.adapters.sandbox.cgroup import PidsCgroup
 from term2.adapters.sandbox.environment import sandbox_environment
 from term2.adapters.sandbox.footholds import (
     MaskMaterial,
+    hidden_masks,
     plan_protection,
     remove_ghosts,
     secret_masks,
@@ -44,6 +45,8 @@ from term2.adapters.sandbox.invocation import (
 from term2.adapters.sandbox.preflight import check_host
 from term2.adapters.sandbox.process import SandboxProcess
 from term2.adapters.sandbox.spawner import spawn
+from term2.adapters.sandbox.tree_scan import ScanIncomplete, TreeScan, quarantine_plants, refuse_incomplete, scan_tree
+from term2.domain.footholds import unsafe_root_reason
 from term2.ports.sandbox import (
     CommandRequest,
     CommandResult,
@@ -72,11 +75,14 @@ class BubblewrapSandbox:
 
     ``bwrap`` exists for tests of the availability checks; it must be an
     absolute path and passes the same ownership checks. PATH is never searched.
+    ``hidden`` are term2's own files and folders (session store, config): never
+    visible to a command, wherever they live.
     """
 
-    def __init__(self, *, limits: Limits | None = None, bwrap: str = BWRAP) -> None:
+    def __init__(self, *, limits: Limits | None = None, bwrap: str = BWRAP, hidden: Sequence[str] = ()) -> None:
         self._limits = limits or Limits()
         self._bwrap = bwrap
+        self._hidden = tuple(os.path.realpath(path) for path in hidden)
         self._available: SandboxStatus | None = None
         self._masks: MaskMaterial | None = None
         self._roots: dict[str, _RootUse] = {}
@@ -144,14 +150,23 @@ class BubblewrapSandbox:
         return await self._run(request, on_output)
 
     async def _run(self, request: CommandRequest, on_output: OutputSink | None) -> CommandResult:
-        root, cwd = _validated(request)
+        root, cwd = _validated(request, self._hidden)
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
         async with self._using(root, strip_setid=identity.host_root) as use:
-            plan = plan_protection(root, self._mask_material())
+            before = await anyio.to_thread.run_sync(_scan_before, root)
+            plan = plan_protection(before, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
-            async with _pids_group(identity, self._limits) as pids:
-                return await self._supervise(request, root, cwd, identity, plan.args, pids, on_output)
+            notices: list[str] = []
+            try:
+                async with _pids_group(identity, self._limits) as pids:
+                    result = await self._supervise(request, root, cwd, identity, plan.args, pids, on_output)
+            finally:
+                with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
+                    notices = await anyio.to_thread.run_sync(quarantine_plants, root, before)
+                    for notice in notices:
+                        _log.warning("sandbox.quarantined", root=root, notice=notice)
+            return replace(result, notices=result.notices + tuple(notices))
 
     async def _supervise(
         self,
@@ -176,7 +191,7 @@ class BubblewrapSandbox:
             command=request.command,
             status_fd=status_w,
             seccomp_fd=seccomp_fd,
-            host_masks=secret_masks(masks) if identity.host_root else [],
+            host_masks=(secret_masks(masks) if identity.host_root else []) + hidden_masks(self._hidden, masks),
             protection=protection,
         )
         if pids is not None:
@@ -313,7 +328,16 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
     raise SandboxFailed(f"the sandbox could not start the command: {message}")
 
 
-def _validated(request: CommandRequest) -> tuple[str, str]:
+def _scan_before(root: str) -> TreeScan:
+    try:
+        return scan_tree(root)
+    except ScanIncomplete as exc:
+        raise refuse_incomplete(root, exc) from None
+    except OSError as exc:
+        raise SandboxFailed(f"refusing to run: the workspace {root} could not be checked: {exc}") from exc
+
+
+def _validated(request: CommandRequest, hidden: Sequence[str]) -> tuple[str, str]:
     """Canonical root and cwd, or SandboxFailed: a bad root is never bound."""
     root, cwd = request.root, request.cwd
     for name, path in (("root", root), ("cwd", cwd)):
@@ -324,12 +348,9 @@ def _validated(request: CommandRequest) -> tuple[str, str]:
                 raise SandboxFailed(f"workspace {name} {path!r} is not a directory")
         except FileNotFoundError as exc:
             raise SandboxFailed(f"workspace {name} {path!r} does not exist") from exc
-    if (
-        root == "/"
-        or root == os.path.realpath(os.path.expanduser("~"))
-        or root in {"/usr", "/etc", "/bin", "/lib", "/proc", "/sys", "/dev", "/boot"}
-    ):
-        raise SandboxFailed(f"refusing to make {root!r} writable")
+    reason = unsafe_root_reason(root, home=os.path.realpath(os.path.expanduser("~")), private=hidden)
+    if reason is not None:
+        raise SandboxFailed(f"refusing to make {root!r} writable: {reason}")
     if cwd != root and not cwd.startswith(root + "/"):
         raise SandboxFailed(f"cwd {cwd!r} is outside the workspace root {root!r}")
     return root, cwd

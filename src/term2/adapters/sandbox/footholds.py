@@ -3,21 +3,20 @@
 The workspace root is writable, but a few things in it are run or read by the
 *host* later and so are footholds for persistence or theft:
 
-* ``.git``: a planted hook or ``core.fsmonitor``/``core.pager`` in
-  ``.git/config`` runs on the developer's next git command. Protecting only
-  ``hooks`` and ``config`` is bypassed by renaming ``.git``, so ``.git`` itself
-  becomes a mount point (rename gives EBUSY) and ``hooks``/``config`` are
-  read-only inside it. Without a ``.git``, its creation is blocked (``git init``
-  + hook would otherwise work) with a read-only empty directory.
-* ``.env`` / ``.env.*`` files (a depth-limited scan): masked with an empty,
-  unreadable file, so secrets the developer keeps there are not read.
+* git metadata: a planted hook or ``core.fsmonitor``/``core.pager`` runs on
+  the developer's next git command, and editors run ``git status`` by
+  themselves. The root's ``.git``, every nested ``.git`` (submodules,
+  worktrees, vendored repositories) and every folder shaped like a git
+  directory are bound read-only as a whole; a mount point cannot be renamed
+  (EBUSY). Without a repository, ``.git`` and the root's ``HEAD`` are covered
+  so that none can be made. What a command creates elsewhere is quarantined
+  after it (``tree_scan.py``).
+* ``.env`` / ``.env.*`` files anywhere (a complete walk, or no run): masked
+  with an empty, unreadable file, so secrets the developer keeps there are
+  not read.
 
 bwrap creates missing mount points on the host ("ghosts"); they are recorded
 here and removed once no run on that root is active any more.
-
-Residual (documented in ADR 0005): submodule and worktree metadata
-(``.git/modules/*/hooks``), ``.env`` files deeper than the scan, and
-directories named ``.env`` (virtualenvs) are not protected.
 """
 
 from __future__ import annotations
@@ -25,13 +24,13 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from term2.adapters.sandbox.tree_scan import TreeScan
 from term2.ports.sandbox import SandboxFailed
 
-ENV_SCAN_DEPTH = 3
-ENV_SCAN_MAX_ENTRIES = 50_000
 _SETID = stat.S_ISUID | stat.S_ISGID
 
 
@@ -126,73 +125,51 @@ def _is_empty_dir(path: str) -> bool:
         return False
 
 
-def plan_protection(root: str, masks: MaskMaterial) -> ProtectionPlan:
-    """Mount arguments that pin ``.git`` and mask ``.env`` files under ``root``."""
+def plan_protection(scan: TreeScan, masks: MaskMaterial) -> ProtectionPlan:
+    """Mount arguments that pin git metadata read-only and mask ``.env`` files found by ``scan``."""
     plan = ProtectionPlan()
-    _plan_git(root, masks, plan)
-    for env_file in _find_env_files(root):
+    for link in scan.secret_links:
+        _refuse_symlink(link, _lstat(link))
+    _plan_git(scan.root, masks, plan)
+    for mark in scan.marks.values():
+        st = _lstat(mark.path)
+        if st is None or stat.S_ISLNK(st.st_mode):
+            continue  # a link is not followed by the mount; replacing it is caught after the run
+        plan.args += ["--ro-bind", mark.path, mark.path]
+    for env_file in scan.env_files:
         plan.args += ["--ro-bind", masks.file, env_file]
     return plan
 
 
 def _plan_git(root: str, masks: MaskMaterial, plan: ProtectionPlan) -> None:
+    """The root's ``.git``, read-only as a whole; without a repository, none can be made.
+
+    Read-only as a whole, not file by file: ``commondir``, ``gitdir`` and
+    ``worktrees/*/`` redirect git to another config just as well as
+    ``config`` itself does. A missing or empty ``.git`` is covered with an
+    empty read-only directory, and the root's own ``HEAD`` is then pinned too,
+    because the host's git, finding no repository in ``.git``, would take the
+    root itself for a bare one.
+    """
     git = os.path.join(root, ".git")
     st = _lstat(git)
     _refuse_symlink(git, st)
+    no_repository = st is None or (stat.S_ISDIR(st.st_mode) and not os.path.lexists(os.path.join(git, "HEAD")))
     if st is None or (stat.S_ISDIR(st.st_mode) and _is_empty_dir(git)):
-        # No repository: block creation. An empty .git (a ghost another run still
-        # uses, or one left by a crash) is treated the same, never made writable.
         plan.args += ["--ro-bind", masks.directory, git]
         if st is None:
             plan.ghosts.append(git)
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        plan.args += [
-            "--ro-bind",
-            git,
-            git,
-        ]  # a gitdir pointer file (worktree/submodule)
-        return
-    plan.args += ["--bind", git, git]  # pinned: renaming .git now fails with EBUSY
-    for name, source_if_missing in (("hooks", masks.directory), ("config", masks.file)):
-        path = os.path.join(git, name)
-        sub = _lstat(path)
-        _refuse_symlink(path, sub)
-        if sub is None:
-            plan.args += ["--ro-bind", source_if_missing, path]
-            plan.ghosts.append(path)
+    else:
+        plan.args += ["--ro-bind", git, git]  # a mount point: renaming it fails with EBUSY
+    if no_repository:
+        head = os.path.join(root, "HEAD")
+        head_st = _lstat(head)
+        _refuse_symlink(head, head_st)
+        if head_st is None:
+            plan.args += ["--ro-bind", masks.file, head]
+            plan.ghosts.append(head)
         else:
-            plan.args += ["--ro-bind", path, path]
-
-
-def _is_env_name(name: str) -> bool:
-    return name == ".env" or name.startswith(".env.")
-
-
-def _find_env_files(root: str) -> list[str]:
-    """``.env`` and ``.env.*`` regular files up to ENV_SCAN_DEPTH below root (bounded)."""
-    found: list[str] = []
-    frontier = [(root, 0)]
-    seen = 0
-    while frontier:
-        directory, depth = frontier.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            if seen > ENV_SCAN_MAX_ENTRIES:
-                return found
-            if _is_env_name(entry.name):
-                if entry.is_symlink():
-                    _refuse_symlink(entry.path, entry.stat(follow_symlinks=False))
-                if entry.is_file(follow_symlinks=False):
-                    found.append(entry.path)
-                continue
-            if depth < ENV_SCAN_DEPTH and entry.name != ".git" and entry.is_dir(follow_symlinks=False):
-                frontier.append((entry.path, depth + 1))
-    return found
+            plan.args += ["--ro-bind", head, head]
 
 
 def remove_ghosts(ghosts: list[str]) -> None:
@@ -283,4 +260,20 @@ def secret_masks(masks: MaskMaterial) -> list[str]:
         st = _lstat(directory)
         if st is not None and stat.S_ISDIR(st.st_mode):
             args += ["--ro-bind", masks.directory, directory]
+    return args
+
+
+def hidden_masks(hidden: Sequence[str], masks: MaskMaterial) -> list[str]:
+    """bwrap arguments covering term2's own store and config, wherever they live.
+
+    Only existing paths are covered (a mount point is never created for them),
+    folders with an empty read-only directory, files with the empty mode-000 file.
+    """
+    args: list[str] = []
+    for path in hidden:
+        st = _lstat(path)
+        if st is None:
+            continue
+        source = masks.directory if stat.S_ISDIR(st.st_mode) else masks.file
+        args += ["--ro-bind", source, path]
     return args

@@ -15,6 +15,11 @@ SETPRIV = "/usr/bin/setpriv"
 SHELL = "/bin/bash"
 SANDBOX_UID = 1000  # the uid/gid the command sees; it maps to whoever started bwrap
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/run", "/root", "/home")
+# The host a command sees, read-only: the system and its toolchains, nothing
+# else. Not `/`: every other folder may hold a Unix socket (an agent, docker,
+# an IDE) or another user's data, and a socket can be connected through a
+# read-only mount. Top-level links (merged /usr) are recreated as links.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,17 @@ def private_dirs() -> list[str]:
     return seen
 
 
+def host_view() -> list[str]:
+    """bwrap arguments that show the system folders, read-only, on an empty root."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
 def build_argv(
     *,
     bwrap: str,
@@ -99,7 +115,7 @@ def build_argv(
         "--hostname", "sandbox",
         "--cap-drop", "ALL",
         "--new-session", "--die-with-parent",
-        "--ro-bind", "/", "/",
+        *host_view(),
         "--dev", "/dev",
         "--proc", "/proc", "--remount-ro", "/proc",
     ]  # fmt: skip
@@ -109,6 +125,7 @@ def build_argv(
     # After the tmpfs mounts, so a root under /tmp or /home is still reachable.
     argv += ["--bind", root, root]
     argv += protection
-    argv += ["--chdir", cwd, "--seccomp", str(seccomp_fd)]
+    # The empty root bwrap builds the view on is read-only too: no stray files outside the root.
+    argv += ["--remount-ro", "/", "--chdir", cwd, "--seccomp", str(seccomp_fd)]
     argv += ["--", SHELL, "--noprofile", "--norc", "-c", command]
     return argv

@@ -114,6 +114,7 @@ class RunCode:
             status = "exit code 0"
         else:
             status = f"exit code {result.exit_code}"
-        text = f"{status}\n{output}\n{bridge.log.summary()}".strip()
+        notices = "".join(f"\n[{notice}]" for notice in result.notices)
+        text = f"{status}\n{output}\n{bridge.log.summary()}{notices}".strip()
         failed = result.timed_out or result.exit_code != 0
         return Outcome(text, (TextOutput(text),), failed=failed)

@@ -161,6 +161,8 @@ def shell_outcome(
         status = f"Killed by signal {signal_name}."
     else:
         status = f"Exit code: {result.exit_code}"
+    for notice in result.notices:  # shown to the model and, in the terminal, to the user
+        output += f"\n[{notice}]"
     text = f"{status}\n{output}" if output else f"{status}\n(no output)"
     terminal = TerminalOutput(
         terminal_id, command, cwd, output, result.exit_code, signal_name

@@ -1,0 +1,216 @@
+"""One walk of the workspace before each command, and one after it.
+
+Before: every ``.env`` file (to mask), every ``.git`` entry and every folder
+shaped like a git directory (to bind read-only), wherever they are. A walk
+that cannot finish (too many entries, too deep) fails the command closed:
+running it with part of the tree unchecked would leave secrets readable.
+
+After: the same walk finds ``.git`` entries and git-directory shapes the
+command created, and quarantines them by renaming (``.git`` → ``.git.term2-
+quarantined``, a shape's ``HEAD`` → ``HEAD.term2-quarantined``), because the
+host's git obeys their ``config`` (``core.fsmonitor``, ``core.hooksPath``…)
+on the next ``git status`` an editor runs by itself (ADR 0005).
+
+The walk holds one descriptor per level and opens every folder with
+``O_NOFOLLOW`` relative to its parent, so a command running beside it (a
+concurrent run on the same root) cannot steer it out of the root, and the
+quarantine renames act on the folders the walk saw.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_file
+from term2.ports.sandbox import SandboxFailed
+
+SCAN_MAX_ENTRIES = 1_000_000
+SCAN_MAX_DEPTH = 256  # descriptors held at once; deeper trees are refused
+QUARANTINE_SUFFIX = ".term2-quarantined"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class ScanIncomplete(Exception):
+    """The walk stopped before seeing every entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class GitMark:
+    """A ``.git`` entry (``kind="dotgit"``) or a git-directory-shaped folder (``"shape"``)."""
+
+    path: str
+    kind: str
+    ident: tuple[int, int]  # (st_dev, st_ino) of the entry itself, not followed
+
+
+@dataclass(slots=True)
+class TreeScan:
+    root: str
+    env_files: list[str] = field(default_factory=list)
+    secret_links: list[str] = field(default_factory=list)
+    marks: dict[str, GitMark] = field(default_factory=dict)  # below the root; the root's own .git apart
+    entries: int = 0
+
+
+def _head_counts(fd: int) -> bool:
+    """git only takes a folder whose HEAD is a symlink or a non-empty file (an empty mask never counts)."""
+    try:
+        st = os.stat("HEAD", dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0)
+
+
+def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES) -> TreeScan:
+    """Walk ``root`` (canonical) without following links; raise ScanIncomplete past the limits."""
+    scan = TreeScan(root)
+    top = os.open(root, _DIR_FLAGS)
+    # Each frame: the folder's fd, its path, and the subfolders still to visit.
+    frames: list[tuple[int, str, list[str]]] = []
+    try:
+        frames.append((top, root, _visit(scan, top, root, limit)))
+        while frames:
+            fd, path, pending = frames[-1]
+            if not pending:
+                frames.pop()
+                os.close(fd)
+                continue
+            name = pending.pop()
+            if len(frames) >= SCAN_MAX_DEPTH:
+                raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {path}")
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # gone, or swapped for a link since it was listed: nothing to walk
+            child_path = os.path.join(path, name)
+            try:
+                frames.append((child, child_path, _visit(scan, child, child_path, limit)))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd, _path, _pending in frames:
+            os.close(fd)
+    return scan
+
+
+def _visit(scan: TreeScan, fd: int, path: str, limit: int) -> list[str]:
+    """Record what one folder holds; return the subfolders to walk into."""
+    subdirs: list[str] = []
+    names: list[str] = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                scan.entries += 1
+                if scan.entries > limit:
+                    raise ScanIncomplete(f"more than {limit:,} files and folders")
+                name = entry.name
+                names.append(name)
+                is_dir = entry.is_dir(follow_symlinks=False)
+                full = os.path.join(path, name)
+                if name == ".git":
+                    if path != scan.root:
+                        scan.marks[full] = GitMark(full, "dotgit", _ident(entry))
+                    continue  # never walked: read-only as a whole, or quarantined
+                if is_secret_file(name):
+                    if entry.is_symlink():
+                        scan.secret_links.append(full)
+                    elif entry.is_file(follow_symlinks=False):
+                        scan.env_files.append(full)
+                if is_dir:
+                    subdirs.append(name)
+    except OSError:
+        return []  # unreadable to term2: nothing in it can be masked, nor read by the command's owner
+    if path != scan.root and is_git_dir_shape(names) and _head_counts(fd):
+        st = os.fstat(fd)
+        scan.marks[path] = GitMark(path, "shape", (st.st_dev, st.st_ino))
+        return []  # bound read-only as a whole
+    return sorted(subdirs, reverse=True)
+
+
+def _ident(entry: os.DirEntry[str]) -> tuple[int, int]:
+    st = entry.stat(follow_symlinks=False)
+    return (st.st_dev, st.st_ino)
+
+
+def planted(before: TreeScan, after: TreeScan) -> list[GitMark]:
+    """Marks the command made: new paths, or a path now naming another object."""
+    return [mark for path, mark in after.marks.items() if before.marks.get(path) != mark]
+
+
+def quarantine(root: str, mark: GitMark) -> str:
+    """Rename what makes ``mark`` a git directory; return the new path.
+
+    A shape loses its ``HEAD`` (the file git needs first), a ``.git`` entry its
+    name. The folder holding it is reached from the root component by
+    component with O_NOFOLLOW, so a link swapped in cannot redirect the rename.
+    """
+    if mark.kind == "shape":
+        folder, name = mark.path, "HEAD"
+    else:
+        folder, name = os.path.dirname(mark.path), os.path.basename(mark.path)
+    fd = _open_below(root, folder)
+    try:
+        target = name + QUARANTINE_SUFFIX
+        taken = set(os.listdir(fd))
+        n = 1
+        while target in taken:
+            n += 1
+            target = f"{name}{QUARANTINE_SUFFIX}-{n}"
+        os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+    return os.path.join(folder, target)
+
+
+def _open_below(root: str, folder: str) -> int:
+    rel = os.path.relpath(folder, root)
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in [] if rel == "." else rel.split(os.sep):
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def quarantine_plants(root: str, before: TreeScan) -> list[str]:
+    """After a command: quarantine what it planted; return one notice per finding, for the model and the user."""
+    try:
+        after = scan_tree(root)
+    except ScanIncomplete as exc:
+        return [
+            f"term2 could not check the workspace for planted git metadata after this command ({exc}); "
+            "commands stay refused until the tree is smaller"
+        ]
+    except OSError as exc:
+        return [f"term2 could not check the workspace for planted git metadata after this command: {exc}"]
+    notices: list[str] = []
+    for mark in planted(before, after):
+        rel = os.path.relpath(mark.path, root)
+        what = "a .git entry" if mark.kind == "dotgit" else "a folder with " + ", ".join(sorted(GIT_DIR_KEYS))
+        try:
+            moved = quarantine(root, mark)
+        except OSError as exc:
+            notices.append(f"term2 found {what} at {rel}, created by this command, and could not quarantine it: {exc}")
+            continue
+        notices.append(
+            f"term2 quarantined {rel}: this command created {what}, which makes it a git directory whose "
+            f"config the host's git would obey (it can run programs on the next `git status`); renamed to "
+            f"{os.path.relpath(moved, root)}. Commands cannot create git repositories in the workspace; "
+            "ask the user to run git init or git clone themselves."
+        )
+    return notices
+
+
+def refuse_incomplete(root: str, exc: ScanIncomplete) -> SandboxFailed:
+    return SandboxFailed(
+        f"refusing to run: term2 checks the whole workspace for secrets (.env) and git metadata before "
+        f"each command, and {root} has {exc}; remove generated trees (node_modules, build output) or open a "
+        "smaller folder"
+    )
