@@ -17,7 +17,7 @@ from term2.adapters.catalog.litellm_catalog import LitellmCatalog
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 from term2.adapters.store.sqlite_store import SqliteSessionStore
-from term2.app.config import Settings
+from term2.app.config import Settings, config_path
 from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
@@ -34,6 +34,12 @@ def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
     return settings.data_dir(env) / "sessions.sqlite3"
 
 
+def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
+    """term2's own data and configuration: hidden from commands, never inside a workspace."""
+    config = config_path(env)
+    return (str(settings.data_dir(env)), str(config.parent if config.parent.name == "term2" else config))
+
+
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     env = providers.Dependency(instance_of=dict)
@@ -42,12 +48,13 @@ class Container(containers.DeclarativeContainer):
     registry = providers.Singleton(SessionRegistry)
     catalog = providers.Singleton(LitellmCatalog, providers.Callable(lambda s: s.models, settings))
     llm = providers.Singleton(_llm, settings, env, catalog)
-    sandbox = providers.Singleton(BubblewrapSandbox)
+    own_paths = providers.Callable(_own_paths, settings, env)
+    sandbox = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
     toolbox = providers.Singleton(WorkspaceToolbox)
     limits = providers.Factory(
         TurnLimits, max_model_requests=providers.Callable(lambda s: s.max_turn_requests, settings)
     )
-    sessions = providers.Singleton(SessionService, store=store, registry=registry)
+    sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths)
     prompts = providers.Singleton(
         PromptService,
         store=store,

@@ -8,13 +8,14 @@ keeping goes to the store as it happens.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 
 from term2.app.clock import new_session_id, utc_now
 from term2.domain.errors import InvalidInput, NotFound
+from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
@@ -87,13 +88,32 @@ class SessionRegistry:
         self._open.pop(session_id, None)
 
 
+def workspace_root(cwd: object, private: Sequence[str] = ()) -> str:
+    """A cwd that may become a workspace root: canonical, and not one no agent should write in.
+
+    The same rule the sandbox applies before binding a root (domain
+    ``unsafe_root_reason``), checked here first so that the file tools never
+    get a root the shell would refuse: a session on ``/`` or a home folder
+    would let them write anywhere without asking.
+    """
+    root = canonical_cwd(cwd)
+    home = os.path.realpath(os.path.expanduser("~"))
+    reason = unsafe_root_reason(root, home=home, private=[os.path.realpath(p) for p in private])
+    if reason is not None:
+        raise InvalidInput(f"cwd {root} cannot be a workspace: {reason}")
+    return root
+
+
 class SessionService:
-    def __init__(self, store: SessionStore, registry: SessionRegistry) -> None:
+    """``private`` are term2's own data and config folders: no workspace may hold or sit in them."""
+
+    def __init__(self, store: SessionStore, registry: SessionRegistry, private: Sequence[str] = ()) -> None:
         self._store = store
         self._registry = registry
+        self._private = tuple(private)
 
     async def new(self, cwd: object) -> OpenSession:
-        root = canonical_cwd(cwd)
+        root = workspace_root(cwd, self._private)
         now = utc_now()
         session = Session(new_session_id(), root, created_at=now, updated_at=now)
         await self._store.create(session)
@@ -108,7 +128,7 @@ class SessionService:
 
     async def reopen(self, session_id: str, cwd: object) -> OpenSession:
         """Attach to a stored session (resume or load); the cwd must be the session's own."""
-        root = canonical_cwd(cwd)
+        root = workspace_root(cwd, self._private)
         opened = self._registry.get(session_id)
         session = opened.session if opened else await self._store.get(session_id)
         if session is None:
