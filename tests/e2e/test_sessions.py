@@ -322,6 +322,33 @@ def test_session_new_validates_and_canonicalises_cwd(acp, workspace: Path, tmp_p
 # --------------------------------------------------------------------------- refusals
 
 
+def test_unsafe_roots_are_refused_and_serving_continues(acp, workspace: Path, tmp_path: Path) -> None:
+    """/, a home, system folders and term2's own data never become a root the file tools may write in."""
+    client = acp(env={"HOME": str(tmp_path / "user-home")})
+    (tmp_path / "user-home" / "proj").mkdir(parents=True)
+    client.initialize(2)
+    refusals = {
+        "/": "too wide",
+        "/etc": "system folder",
+        "/usr/lib": "system folder",
+        str(tmp_path / "user-home"): "home",
+        str(tmp_path): "home",  # a folder above the home
+        str(client.home): "term2's own data",
+    }
+    client.home.mkdir(parents=True, exist_ok=True)
+    for cwd, problem in refusals.items():
+        error = _error(client.call("session/new", {"cwd": cwd}))
+        assert error["code"] == -32602, (cwd, error)
+        assert problem in error["message"] and "cannot be a workspace" in error["message"], (cwd, error)
+    sid = client.new_session(tmp_path / "user-home" / "proj")  # inside the home is a project: fine
+    error = _error(client.call("session/resume", {"sessionId": sid, "cwd": "/"}))
+    assert error["code"] == -32602 and "too wide" in error["message"], error
+    assert client.result("session/resume", {"sessionId": sid, "cwd": str(tmp_path / "user-home" / "proj")}) == {}
+    _finish(client)
+
+
+
+
 def test_unsupported_parameters_are_refused(acp, workspace: Path, tmp_path: Path) -> None:
     stdio_v2 = {"type": "stdio", "name": "fs", "command": "/bin/true", "args": [], "env": []}
     stdio_v1 = {"name": "fs", "command": "/bin/true", "args": [], "env": []}
