@@ -56,6 +56,7 @@ class Box:
     owner: tuple[int, int]
     tag: str
     nproc_limit: int
+    limits: Limits
 
     def own(self, *paths: Path) -> None:
         for path in paths:
@@ -74,7 +75,13 @@ class Box:
         return path
 
     async def run(
-        self, command: str, *, timeout_s: float = 8.0, output_limit: int = 256 * 1024, cwd: Path | None = None
+        self,
+        command: str,
+        *,
+        timeout_s: float = 8.0,
+        output_limit: int = 256 * 1024,
+        cwd: Path | None = None,
+        sandbox: BubblewrapSandbox | None = None,
     ) -> CommandResult:
         request = CommandRequest(
             command=command,
@@ -83,7 +90,7 @@ class Box:
             timeout_s=timeout_s,
             output_limit=output_limit,
         )
-        return await self.sandbox.run(request)
+        return await (sandbox or self.sandbox).run(request)
 
 
 def _modes() -> list[object]:
@@ -128,6 +135,7 @@ def box(request: pytest.FixtureRequest) -> Iterator[Box]:
         owner=owner,
         tag=uuid.uuid4().hex[:12],
         nproc_limit=nproc,
+        limits=limits,
     )
     b.make_dir(b.root)
     b.make_dir(b.outside, 0o777)

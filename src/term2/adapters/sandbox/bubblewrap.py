@@ -154,7 +154,7 @@ class BubblewrapSandbox:
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
         async with self._using(root, strip_setid=identity.host_root) as use:
-            before = await anyio.to_thread.run_sync(_scan_before, root)
+            before = await anyio.to_thread.run_sync(_scan_before, root, self._limits.scan_entries)
             plan = plan_protection(before, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
             notices: list[str] = []
@@ -163,7 +163,9 @@ class BubblewrapSandbox:
                     result = await self._supervise(request, root, cwd, identity, plan.args, pids, on_output)
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
-                    notices = await anyio.to_thread.run_sync(quarantine_plants, root, before)
+                    notices = await anyio.to_thread.run_sync(
+                        quarantine_plants, root, before, self._limits.scan_entries
+                    )
                     for notice in notices:
                         _log.warning("sandbox.quarantined", root=root, notice=notice)
             return replace(result, notices=result.notices + tuple(notices))
@@ -328,9 +330,9 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
     raise SandboxFailed(f"the sandbox could not start the command: {message}")
 
 
-def _scan_before(root: str) -> TreeScan:
+def _scan_before(root: str, limit: int) -> TreeScan:
     try:
-        return scan_tree(root)
+        return scan_tree(root, limit=limit)
     except ScanIncomplete as exc:
         raise refuse_incomplete(root, exc) from None
     except OSError as exc:

@@ -179,10 +179,10 @@ def _open_below(root: str, folder: str) -> int:
     return fd
 
 
-def quarantine_plants(root: str, before: TreeScan) -> list[str]:
+def quarantine_plants(root: str, before: TreeScan, limit: int = SCAN_MAX_ENTRIES) -> list[str]:
     """After a command: quarantine what it planted; return one notice per finding, for the model and the user."""
     try:
-        after = scan_tree(root)
+        after = scan_tree(root, limit=limit)
     except ScanIncomplete as exc:
         return [
             f"term2 could not check the workspace for planted git metadata after this command ({exc}); "
