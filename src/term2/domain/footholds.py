@@ -36,10 +36,13 @@ def _within(path: str, folder: str) -> bool:
     return p == f or f in p.parents
 
 
-def is_secret_file(path: str) -> bool:
+def is_secret_name(name: str) -> bool:
     """``.env`` and ``.env.*``: where developers keep the keys a model would carry off."""
-    name = PurePosixPath(path).name
     return name == ".env" or name.startswith(".env.")
+
+
+def is_secret_file(path: str) -> bool:
+    return is_secret_name(PurePosixPath(path).name)
 
 
 def is_git_dir_shape(names: Iterable[str]) -> bool:

@@ -45,7 +45,14 @@ from term2.adapters.sandbox.invocation import (
 from term2.adapters.sandbox.preflight import check_host
 from term2.adapters.sandbox.process import SandboxProcess
 from term2.adapters.sandbox.spawner import spawn
-from term2.adapters.sandbox.tree_scan import ScanIncomplete, TreeScan, quarantine_plants, refuse_incomplete, scan_tree
+from term2.adapters.sandbox.tree_scan import (
+    ScanIncomplete,
+    TreeScan,
+    quarantine_plants,
+    refuse_incomplete,
+    scan_after,
+    scan_tree,
+)
 from term2.domain.footholds import unsafe_root_reason
 from term2.ports.sandbox import (
     CommandRequest,
@@ -153,7 +160,7 @@ class BubblewrapSandbox:
         root, cwd = _validated(request, self._hidden)
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
-        async with self._using(root, strip_setid=identity.host_root) as use:
+        async with self._using(root) as use:
             before = await anyio.to_thread.run_sync(_scan_before, root, self._limits.scan_entries)
             plan = plan_protection(before, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
@@ -164,10 +171,8 @@ class BubblewrapSandbox:
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
                     notices = await anyio.to_thread.run_sync(
-                        quarantine_plants, root, before, self._limits.scan_entries
+                        _clean_up, root, before, self._limits.scan_entries, identity.host_root
                     )
-                    for notice in notices:
-                        _log.warning("sandbox.quarantined", root=root, notice=notice)
             return replace(result, notices=result.notices + tuple(notices))
 
     async def _supervise(
@@ -247,26 +252,17 @@ class BubblewrapSandbox:
         return self._masks
 
     @asynccontextmanager
-    async def _using(self, root: str, *, strip_setid: bool) -> AsyncIterator[_RootUse]:
-        """Count runs per root; clean the root up after each, ghosts after the last.
-
-        Setuid/setgid stripping runs only when the sandbox was host root: the
-        seccomp filter refuses to create those bits in every mode, and walking
-        a large tree after every command costs seconds.
-        """
+    async def _using(self, root: str) -> AsyncIterator[_RootUse]:
+        """Count runs per root; remove the ghosts after the last one."""
         use = self._roots.setdefault(root, _RootUse())
         use.active += 1
         try:
             yield use
         finally:
-            with anyio.CancelScope(shield=True):
-                changed = await anyio.to_thread.run_sync(strip_setid_bits, root) if strip_setid else []
-                if changed:
-                    _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
-                use.active -= 1
-                if use.active == 0:
-                    remove_ghosts(use.ghosts)
-                    del self._roots[root]
+            use.active -= 1
+            if use.active == 0:
+                remove_ghosts(use.ghosts)
+                del self._roots[root]
 
 
 @asynccontextmanager
@@ -328,6 +324,26 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
             "above the workspace must be searchable by that user)"
         )
     raise SandboxFailed(f"the sandbox could not start the command: {message}")
+
+
+def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[str]:
+    """After every run: quarantine planted git metadata and, for host-root runs, strip setid bits.
+
+    One walk serves both. Setid stripping is only for runs mapped to host
+    root: the seccomp filter already refuses to create those bits, and this is
+    the backstop where a miss would be a setuid-root binary.
+    """
+    after = scan_after(root, limit, setid=host_root)
+    if isinstance(after, str):
+        _log.warning("sandbox.unchecked", root=root, notice=after)
+        return [after]
+    changed = strip_setid_bits(after.setid_files)
+    if changed:
+        _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
+    notices = quarantine_plants(root, before, after)
+    for notice in notices:
+        _log.warning("sandbox.quarantined", root=root, notice=notice)
+    return notices
 
 
 def _scan_before(root: str, limit: int) -> TreeScan:

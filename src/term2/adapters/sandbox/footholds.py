@@ -187,35 +187,13 @@ def remove_ghosts(ghosts: list[str]) -> None:
             pass
 
 
-def strip_setid_bits(root: str) -> list[str]:
-    """Clear setuid/setgid on every regular file under root; return what was changed.
+def strip_setid_bits(files: list[str]) -> list[str]:
+    """Clear setuid/setgid on the given regular files (found by the post-run walk); return what changed.
 
-    The seccomp filter already refuses to create such bits; this is the
-    backstop for runs mapped to host root, where a miss would be a setuid-root
-    binary. It runs after the sandbox is gone and opens each file with
-    O_NOFOLLOW, so a symlink cannot redirect the chmod outside the root. Cost:
-    one lstat per entry (scandir), so seconds on trees of 100k+ files.
+    Runs after the sandbox is gone and opens each file with O_NOFOLLOW, so a
+    symlink cannot redirect the chmod outside the root.
     """
-    changed: list[str] = []
-    pending = [root]
-    while pending:
-        try:
-            with os.scandir(pending.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False) and _has_setid(entry) and _clear_setid(entry.path):
-                        changed.append(entry.path)
-        except OSError:
-            continue
-    return changed
-
-
-def _has_setid(entry: os.DirEntry[str]) -> bool:
-    try:
-        return bool(entry.stat(follow_symlinks=False).st_mode & _SETID)
-    except OSError:
-        return False
+    return [path for path in files if _clear_setid(path)]
 
 
 def _clear_setid(path: str) -> bool:

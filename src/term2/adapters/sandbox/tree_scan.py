@@ -23,7 +23,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_file
+from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_name
 from term2.ports.sandbox import SandboxFailed
 
 SCAN_MAX_ENTRIES = 1_000_000
@@ -51,6 +51,7 @@ class TreeScan:
     env_files: list[str] = field(default_factory=list)
     secret_links: list[str] = field(default_factory=list)
     marks: dict[str, GitMark] = field(default_factory=dict)  # below the root; the root's own .git apart
+    setid_files: list[str] = field(default_factory=list)  # only when asked: it costs a stat per file
     entries: int = 0
 
 
@@ -63,21 +64,27 @@ def _head_counts(fd: int) -> bool:
     return stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0)
 
 
-def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES) -> TreeScan:
-    """Walk ``root`` (canonical) without following links; raise ScanIncomplete past the limits."""
+def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
+    """Walk ``root`` (canonical) without following links; raise ScanIncomplete past the limits.
+
+    ``setid`` also lists regular files with setuid/setgid bits (for runs mapped
+    to host root, whose clean-up strips them), git metadata included: one walk
+    instead of two. Inside git metadata nothing else is recorded ("quiet"
+    folders): it is read-only as a whole, or quarantined as a whole.
+    """
     scan = TreeScan(root)
     top = os.open(root, _DIR_FLAGS)
-    # Each frame: the folder's fd, its path, and the subfolders still to visit.
-    frames: list[tuple[int, str, list[str]]] = []
+    # Each frame: the folder's fd, its path, and the (subfolder, quiet) pairs still to visit.
+    frames: list[tuple[int, str, list[tuple[str, bool]]]] = []
     try:
-        frames.append((top, root, _visit(scan, top, root, limit)))
+        frames.append((top, root, _visit(scan, top, root, limit, setid, quiet=False)))
         while frames:
             fd, path, pending = frames[-1]
             if not pending:
                 frames.pop()
                 os.close(fd)
                 continue
-            name = pending.pop()
+            name, quiet = pending.pop()
             if len(frames) >= SCAN_MAX_DEPTH:
                 raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {path}")
             try:
@@ -86,7 +93,7 @@ def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES) -> TreeScan:
                 continue  # gone, or swapped for a link since it was listed: nothing to walk
             child_path = os.path.join(path, name)
             try:
-                frames.append((child, child_path, _visit(scan, child, child_path, limit)))
+                frames.append((child, child_path, _visit(scan, child, child_path, limit, setid, quiet=quiet)))
             except BaseException:
                 os.close(child)
                 raise
@@ -96,9 +103,9 @@ def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES) -> TreeScan:
     return scan
 
 
-def _visit(scan: TreeScan, fd: int, path: str, limit: int) -> list[str]:
-    """Record what one folder holds; return the subfolders to walk into."""
-    subdirs: list[str] = []
+def _visit(scan: TreeScan, fd: int, path: str, limit: int, setid: bool, *, quiet: bool) -> list[tuple[str, bool]]:
+    """Record what one folder holds; return the subfolders to walk into, and whether quietly."""
+    subdirs: list[tuple[str, bool]] = []
     names: list[str] = []
     try:
         with os.scandir(fd) as entries:
@@ -109,25 +116,40 @@ def _visit(scan: TreeScan, fd: int, path: str, limit: int) -> list[str]:
                 name = entry.name
                 names.append(name)
                 is_dir = entry.is_dir(follow_symlinks=False)
-                full = os.path.join(path, name)
+                if setid and not is_dir and entry.is_file(follow_symlinks=False) and _has_setid(entry):
+                    scan.setid_files.append(os.path.join(path, name))
+                if quiet:
+                    if is_dir:
+                        subdirs.append((name, True))
+                    continue
                 if name == ".git":
                     if path != scan.root:
+                        full = os.path.join(path, name)
                         scan.marks[full] = GitMark(full, "dotgit", _ident(entry))
-                    continue  # never walked: read-only as a whole, or quarantined
-                if is_secret_file(name):
-                    if entry.is_symlink():
-                        scan.secret_links.append(full)
-                    elif entry.is_file(follow_symlinks=False):
-                        scan.env_files.append(full)
+                    if is_dir and setid:
+                        subdirs.append((name, True))
+                    continue
                 if is_dir:
-                    subdirs.append(name)
+                    subdirs.append((name, False))
+                elif is_secret_name(name):
+                    if entry.is_symlink():
+                        scan.secret_links.append(os.path.join(path, name))
+                    elif entry.is_file(follow_symlinks=False):
+                        scan.env_files.append(os.path.join(path, name))
     except OSError:
         return []  # unreadable to term2: nothing in it can be masked, nor read by the command's owner
-    if path != scan.root and is_git_dir_shape(names) and _head_counts(fd):
+    if not quiet and path != scan.root and is_git_dir_shape(names) and _head_counts(fd):
         st = os.fstat(fd)
         scan.marks[path] = GitMark(path, "shape", (st.st_dev, st.st_ino))
-        return []  # bound read-only as a whole
+        subdirs = [(name, True) for name, _quiet in subdirs] if setid else []
     return sorted(subdirs, reverse=True)
+
+
+def _has_setid(entry: os.DirEntry[str]) -> bool:
+    try:
+        return bool(entry.stat(follow_symlinks=False).st_mode & (stat.S_ISUID | stat.S_ISGID))
+    except OSError:
+        return False
 
 
 def _ident(entry: os.DirEntry[str]) -> tuple[int, int]:
@@ -179,17 +201,21 @@ def _open_below(root: str, folder: str) -> int:
     return fd
 
 
-def quarantine_plants(root: str, before: TreeScan, limit: int = SCAN_MAX_ENTRIES) -> list[str]:
-    """After a command: quarantine what it planted; return one notice per finding, for the model and the user."""
+def scan_after(root: str, limit: int = SCAN_MAX_ENTRIES, *, setid: bool = False) -> TreeScan | str:
+    """The walk after a command, or the notice saying why it could not be done."""
     try:
-        after = scan_tree(root, limit=limit)
+        return scan_tree(root, limit=limit, setid=setid)
     except ScanIncomplete as exc:
-        return [
+        return (
             f"term2 could not check the workspace for planted git metadata after this command ({exc}); "
             "commands stay refused until the tree is smaller"
-        ]
+        )
     except OSError as exc:
-        return [f"term2 could not check the workspace for planted git metadata after this command: {exc}"]
+        return f"term2 could not check the workspace for planted git metadata after this command: {exc}"
+
+
+def quarantine_plants(root: str, before: TreeScan, after: TreeScan) -> list[str]:
+    """After a command: quarantine what it planted; return one notice per finding, for the model and the user."""
     notices: list[str] = []
     for mark in planted(before, after):
         rel = os.path.relpath(mark.path, root)
