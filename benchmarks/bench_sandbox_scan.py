@@ -1,12 +1,14 @@
 """What the pre- and post-command walk of the workspace costs (ADR 0005, ADR 0010).
 
-Usage: python benchmarks/bench_sandbox_scan.py [--sizes 1000,10000,100000,300000] [--runs 5]
+Usage: python benchmarks/bench_sandbox_scan.py [--sizes 1000,10000,100000,300000] [--runs 5] [--owner UID]
 
 For each size, a tree of that many entries (folders of 100 files, 10 folders
 per level, a few .env files and one nested repository) is made under /tmp;
 then the walk alone (scan_tree) and a whole `true` through BubblewrapSandbox
 (walk, bwrap, walk again) are timed, median of --runs warm runs, and compared
-with the same `true` in an empty workspace.
+with the same `true` in an empty workspace. Run as root, the tree is root-owned
+(the sandbox maps to host root, and the post-run walk also stats every file
+for setid bits) unless --owner gives it to another uid (bwrap then runs as it).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000,100000,300000")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--owner", type=int, default=None)
     args = parser.parse_args()
     sandbox = BubblewrapSandbox()
     await sandbox.status()
@@ -72,6 +75,9 @@ async def main() -> None:
         try:
             if size:
                 make_tree(base, size)
+            if args.owner is not None:
+                os.chmod(base, 0o755)
+                subprocess.run(["chown", "-R", f"{args.owner}:{args.owner}", str(base)], check=True)
             root = os.path.realpath(base)
             walks = []
             for _ in range(args.runs):
