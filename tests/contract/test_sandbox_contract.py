@@ -35,6 +35,7 @@ BOTH_STREAMS = "echo out; echo err >&2"
 STREAMED = "echo first; sleep 1; echo second"
 FLOOD = "yes"
 HANG = "sleep 30"
+PLANT = "git init -q planted && echo made"
 SCRIPTS = {
     EXIT_3: Script(exit_code=3),
     TRUE: Script(),
@@ -42,6 +43,13 @@ SCRIPTS = {
     STREAMED: Script(chunks=(b"first\n", b"second\n"), chunk_delay_s=1.0),
     FLOOD: Script(chunks=(b"y\n" * 1_000_000,), hang=True),
     HANG: Script(hang=True),
+    PLANT: Script(
+        chunks=(b"made\n",),
+        notices=(
+            "term2 quarantined planted/.git: this command created a .git entry; renamed to "
+            "planted/.git.term2-quarantined",
+        ),
+    ),
 }
 
 
@@ -106,6 +114,16 @@ async def test_exit_codes(harness: Harness) -> None:
     failed = await harness.sandbox.run(harness.request(EXIT_3))
     assert (ok.exit_code, ok.timed_out, ok.truncated) == (0, False, False)
     assert (failed.exit_code, failed.signal) == (3, None)
+
+
+async def test_a_planted_repository_is_reported_in_notices(harness: Harness) -> None:
+    """Callers show notices to the model and the user; every adapter reports a plant the same way."""
+    result = await harness.sandbox.run(harness.request(PLANT))
+    assert result.exit_code == 0 and b"made" in result.output
+    assert len(result.notices) == 1
+    assert "quarantined planted/.git" in result.notices[0] and "planted/.git.term2-quarantined" in result.notices[0]
+    ordinary = await harness.sandbox.run(harness.request(TRUE))
+    assert ordinary.notices == ()
 
 
 async def test_stdout_and_stderr_are_both_captured(harness: Harness) -> None:

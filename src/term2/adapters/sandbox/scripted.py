@@ -42,6 +42,8 @@ class Script:
     chunk_delay_s: float = 0.0
     hang: bool = False
     setup_failure: str | None = None
+    # What the sandbox reports having done to the workspace after the command.
+    notices: tuple[str, ...] = ()
     # Stands in for a run_code program: called in a worker thread with the bridge
     # socket (the request's bridge_fd); what it returns is the command's output.
     program: Callable[[socket.socket], bytes] | None = None
@@ -103,7 +105,9 @@ class ScriptedSandbox:
         if deadline.cancelled_caught:
             return CommandResult(None, signal.SIGKILL, bytes(output), truncated=False, timed_out=True)
         await anyio.lowlevel.checkpoint()
-        return CommandResult(script.exit_code, None, bytes(output), truncated=False, timed_out=False)
+        return CommandResult(
+            script.exit_code, None, bytes(output), truncated=False, timed_out=False, notices=script.notices
+        )
 
     async def _run_program(
         self, request: CommandRequest, script: Script, on_output: OutputSink | None
