@@ -30,9 +30,11 @@ from term2.adapters.sandbox.environment import sandbox_environment
 from term2.adapters.sandbox.footholds import (
     MaskMaterial,
     hidden_masks,
+    host_sockets,
     plan_protection,
     remove_ghosts,
     secret_masks,
+    socket_masks,
     strip_setid_bits,
 )
 from term2.adapters.sandbox.invocation import (
@@ -90,6 +92,7 @@ class BubblewrapSandbox:
         self._limits = limits or Limits()
         self._bwrap = bwrap
         self._hidden = tuple(os.path.realpath(path) for path in hidden)
+        self._host_sockets: list[str] | None = None  # found once per adapter: only root can add one
         self._available: SandboxStatus | None = None
         self._masks: MaskMaterial | None = None
         self._roots: dict[str, _RootUse] = {}
@@ -175,6 +178,13 @@ class BubblewrapSandbox:
                     )
             return replace(result, notices=result.notices + tuple(notices))
 
+    async def _socket_masks(self) -> list[str]:
+        if self._host_sockets is None:
+            self._host_sockets = await anyio.to_thread.run_sync(host_sockets)
+            if self._host_sockets:
+                _log.info("sandbox.host_sockets_masked", paths=self._host_sockets[:20])
+        return socket_masks(self._host_sockets, self._mask_material())
+
     async def _supervise(
         self,
         request: CommandRequest,
@@ -186,6 +196,8 @@ class BubblewrapSandbox:
         on_output: OutputSink | None,
     ) -> CommandResult:
         masks = self._mask_material()
+        host_masks = (secret_masks(masks) if identity.host_root else []) + hidden_masks(self._hidden, masks)
+        host_masks += await self._socket_masks()
         output_r, output_w = os.pipe()
         status_r, status_w = os.pipe()
         seccomp_fd = seccomp.open_filter_fd()
@@ -198,7 +210,7 @@ class BubblewrapSandbox:
             command=request.command,
             status_fd=status_w,
             seccomp_fd=seccomp_fd,
-            host_masks=(secret_masks(masks) if identity.host_root else []) + hidden_masks(self._hidden, masks),
+            host_masks=host_masks,
             protection=protection,
         )
         if pids is not None:

@@ -255,3 +255,42 @@ def hidden_masks(hidden: Sequence[str], masks: MaskMaterial) -> list[str]:
         source = masks.directory if stat.S_ISDIR(st.st_mode) else masks.file
         args += ["--ro-bind", source, path]
     return args
+
+
+# System folders where a program run by root may still leave a socket (a service under /opt, a
+# local install under /usr/local). The rest of /usr and /nix are package-managed and immutable.
+SOCKET_SCAN_DIRS = ("/etc", "/opt", "/usr/local")
+SOCKET_SCAN_MAX_ENTRIES = 200_000
+
+
+def host_sockets(dirs: Sequence[str] = SOCKET_SCAN_DIRS, limit: int = SOCKET_SCAN_MAX_ENTRIES) -> list[str]:
+    """Unix sockets in the visible system folders, to cover with a mask (links never followed)."""
+    found: list[str] = []
+    pending = [d for d in dirs if os.path.isdir(d) and not os.path.islink(d)]
+    seen = 0
+    while pending and seen < limit:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                        continue
+                    try:
+                        if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                            found.append(entry.path)
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return found
+
+
+def socket_masks(sockets: Sequence[str], masks: MaskMaterial) -> list[str]:
+    """A socket covered by the empty mode-000 file cannot be connected to."""
+    args: list[str] = []
+    for path in sockets:
+        st = _lstat(path)
+        if st is not None and stat.S_ISSOCK(st.st_mode):
+            args += ["--ro-bind", masks.file, path]
+    return args
