@@ -13,6 +13,8 @@ import os
 from term2.app.tools.args import ArgumentError
 from term2.domain.workspace import is_within
 
+PATH_MAX = 4096  # Linux's: no longer path can be opened anyway
+
 
 def canonical_root(root: str) -> str:
     return os.path.realpath(root)
@@ -25,20 +27,25 @@ def resolve(root: str, raw: str) -> str:
     `~` is not expanded: the model gets exactly the path it wrote. For a path
     that does not exist yet, its nearest existing parent is canonicalized and
     the remaining components are appended, which is what a later create
-    would actually touch.
+    would actually touch. The walk up is a loop, not recursion: a path of
+    thousands of components must be an answer, not a RecursionError.
     """
     if not raw:
         raise ArgumentError("path must not be empty")
     if "\x00" in raw:
         raise ArgumentError("path must not contain NUL characters")
+    if len(raw) > PATH_MAX:
+        raise ArgumentError(f"path is {len(raw)} characters long; the limit is {PATH_MAX}")
     base = canonical_root(root)
-    candidate = raw if os.path.isabs(raw) else os.path.join(base, raw)
-    if os.path.lexists(candidate):
-        return os.path.realpath(candidate)
-    parent, name = os.path.split(candidate.rstrip("/") or "/")
-    if name in ("", ".", ".."):
-        return os.path.realpath(candidate)
-    return os.path.join(resolve(base, parent) if parent else base, name)
+    head = raw if os.path.isabs(raw) else os.path.join(base, raw)
+    missing: list[str] = []  # trailing components that do not exist, innermost first
+    while not os.path.lexists(head):
+        parent, name = os.path.split(head.rstrip("/") or "/")
+        if name in ("", ".", ".."):
+            break  # realpath settles `.` and `..` over missing folders by itself
+        missing.append(name)
+        head = parent
+    return os.path.join(os.path.realpath(head), *reversed(missing))
 
 
 def folder_of(resolved: str) -> str:

@@ -80,7 +80,7 @@ class WorkspaceToolbox:
         root = canonical_root(ctx.access.workspace.root)
         try:
             invocation = tool.prepare(args, root)
-        except ArgumentError as err:
+        except Exception as err:  # a malformed path may raise OSError, ValueError, RecursionError…
             await tracker.start(tool.name, kind, args)
             return await tracker.fail(
                 f"Error: invalid arguments for {tool.name}: {err}"
