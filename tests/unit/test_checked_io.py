@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from term2.app.tools.anchored import open_folder, open_regular, read_upto, write_whole
 from term2.app.tools.base import ToolFailed
-from term2.app.tools.files import open_checked, write_checked
 
 
 @pytest.fixture
@@ -23,36 +23,45 @@ def swapped(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def test_write_through_a_swapped_folder_is_refused_and_changes_nothing(swapped: tuple[Path, Path, Path]) -> None:
-    _root, outside, judged = swapped
+    root, outside, judged = swapped
     with pytest.raises(ToolFailed, match="changed while it was being opened"):
-        write_checked(str(judged), b"overwritten")
+        write_whole(str(judged), str(root), b"overwritten")
     assert (outside / "victim.txt").read_text() == "precious\n"
 
 
-def test_a_file_created_in_the_wrong_place_is_removed(swapped: tuple[Path, Path, Path]) -> None:
+def test_nothing_is_created_through_a_swapped_folder(swapped: tuple[Path, Path, Path]) -> None:
     root, outside, _judged = swapped
-    with pytest.raises(ToolFailed):
-        write_checked(str(root / "sub" / "new.txt"), b"x")
-    assert not (outside / "new.txt").exists()
+    with pytest.raises(ToolFailed, match="sub is now a symlink to"):
+        write_whole(str(root / "sub" / "new" / "new.txt"), str(root), b"x")
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
 
 
 def test_read_through_a_swapped_folder_is_refused(swapped: tuple[Path, Path, Path]) -> None:
+    root, _outside, judged = swapped
+    with pytest.raises(ToolFailed):
+        open_regular(str(judged), str(root))
+
+
+def test_a_swapped_folder_outside_the_root_is_refused_too(swapped: tuple[Path, Path, Path], tmp_path: Path) -> None:
     _root, _outside, judged = swapped
     with pytest.raises(ToolFailed):
-        open_checked(str(judged))
+        open_folder(str(judged.parent), str(tmp_path / "elsewhere"), readable=True)
 
 
 def test_a_symlink_as_the_last_component_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "target").write_text("t")
     os.symlink(tmp_path / "target", tmp_path / "link")
-    with pytest.raises(OSError):
-        write_checked(str(tmp_path / "link"), b"x")
+    with pytest.raises(ToolFailed):
+        write_whole(str(tmp_path / "link"), str(tmp_path), b"x")
     assert (tmp_path / "target").read_text() == "t"
 
 
 def test_canonical_paths_read_and_write_normally(tmp_path: Path) -> None:
-    path = tmp_path / "f.txt"
-    write_checked(str(path), b"first version, long")
-    write_checked(str(path), b"second")
-    with open_checked(str(path)) as handle:
-        assert handle.read() == b"second"
+    path = tmp_path / "deep" / "f.txt"
+    assert write_whole(str(path), str(tmp_path), b"first version, long")
+    assert not write_whole(str(path), str(tmp_path), b"second")
+    fd = open_regular(str(path), str(tmp_path))
+    try:
+        assert read_upto(fd, 100) == b"second"
+    finally:
+        os.close(fd)

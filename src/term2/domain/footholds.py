@@ -59,13 +59,17 @@ def is_git_plant(rel_parts: Sequence[str], entries: Sequence[Collection[str]]) -
     on the way, with the component the write adds to it, has the git-directory
     shape: that is completing the shape, or writing inside one that exists.
     """
-    if ".git" in rel_parts:
-        return True
+    return ".git" in rel_parts or git_shape_depth(rel_parts, entries) is not None
+
+
+def git_shape_depth(rel_parts: Sequence[str], entries: Sequence[Collection[str]]) -> int | None:
+    """How many components of ``rel_parts`` name the folder that has, or with this
+    write would get, the git-directory shape (see ``is_git_plant``); None when none does."""
     for index, child in enumerate(rel_parts):
         present = entries[index] if index < len(entries) else ()
         if {*present, child} >= GIT_DIR_KEYS:
-            return True
-    return False
+            return index
+    return None
 
 
 def unsafe_root_reason(root: str, *, home: str, private: Collection[str] = ()) -> str | None:

@@ -57,6 +57,7 @@ class Invocation:
     locations: tuple[Location, ...]
     run: Runner
     command: CommandSubject | None = None
+    git_plant: str | None = None  # folder this edit would make (or finds) a git directory
     content_on_start: Callable[[str], tuple[ToolOutput, ...]] = lambda _call_id: ()
 
 

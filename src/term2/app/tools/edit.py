@@ -1,7 +1,8 @@
 """write_file and edit_file: change files in the workspace.
 
 Writes go to the canonical path that the workspace rule judged, never to the
-raw path the model wrote, so a symlink cannot redirect an approved write.
+raw path the model wrote, and through descriptors (anchored.py), so a symlink
+cannot redirect an approved write, not even one swapped in after the decision.
 edit_file is an exact, unique string replacement: a match that is missing or
 ambiguous is refused with a message that tells the model how to fix the call,
 because guessing which occurrence was meant silently corrupts code.
@@ -15,12 +16,14 @@ from functools import partial
 
 import anyio.to_thread
 
+from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner, ToolFailed
-from term2.app.tools.files import file_is_binary, open_checked, require_file, write_checked
+from term2.app.tools.files import human_size, looks_binary
 from term2.app.tools.paths import resolve
+from term2.app.tools.plants import git_plant_folder
 from term2.domain.diff import change_summary, git_patch
-from term2.domain.history import DiffOutput, Location, ToolKind
+from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -28,7 +31,14 @@ from term2.ports.tools import ToolContext
 PATCH_LIMIT = 8 * 1024  # patch text echoed back to the model
 
 
-def _edit_invocation(title: str, path: str, runner: Runner) -> Invocation:
+EDIT_LIMIT = 10 * 1024 * 1024  # old text read to edit or diff
+
+
+class NotText(ToolFailed):
+    """The existing file cannot be treated as text: edit_file refuses, write_file skips the diff."""
+
+
+def _edit_invocation(title: str, path: str, root: str, runner: Runner) -> Invocation:
     return Invocation(
         title=title,
         access=Access.EDIT,
@@ -36,29 +46,36 @@ def _edit_invocation(title: str, path: str, runner: Runner) -> Invocation:
         grant_folder=os.path.dirname(path),
         locations=(Location(path),),
         run=runner,
+        git_plant=git_plant_folder(path, root),
     )
 
 
-def _read_existing(path: str) -> str | None:
+def _read_existing(path: str, root: str) -> str | None:
     """The current text of `path`, None if absent; refuse what cannot round-trip."""
-    if not os.path.exists(path):
+    try:
+        fd = open_regular(path, root, verb="changed")
+    except FileNotFoundError:
         return None
-    require_file(path)
-    if file_is_binary(path):
-        raise ToolFailed(f"{path} is a binary file; it cannot be edited as text")
-    with open_checked(path) as handle:
-        data = handle.read()
+    try:
+        size = os.fstat(fd).st_size
+        data = b"" if size > EDIT_LIMIT else read_upto(fd, EDIT_LIMIT + 1)
+    finally:
+        os.close(fd)
+    if size > EDIT_LIMIT or len(data) > EDIT_LIMIT:
+        raise NotText(
+            f"{path} is too large to edit as text ({human_size(max(size, len(data)))}; "
+            f"the limit is {human_size(EDIT_LIMIT)})"
+        )
+    if looks_binary(data):
+        raise NotText(f"{path} is a binary file; it cannot be edited as text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ToolFailed(
-            f"{path} is not valid UTF-8; it cannot be edited as text"
-        ) from None
+        raise NotText(f"{path} is not valid UTF-8; it cannot be edited as text") from None
 
 
-def _write(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_checked(path, text.encode("utf-8"))
+def _write(path: str, root: str, text: str) -> bool:
+    return write_whole(path, root, text.encode("utf-8"))
 
 
 def _report(path: str, old: str | None, new: str, verb: str) -> str:
@@ -100,19 +117,26 @@ class WriteFile:
         path = resolve(root, required_str(args, "path"))
         content = required_str(args, "content", allow_empty=True)
         return _edit_invocation(
-            f"Write {path}", path, partial(self._run, path, content)
+            f"Write {path}", path, root, partial(self._run, path, root, content)
         )
 
     async def _run(
-        self, path: str, content: str, ctx: ToolContext, call_id: str
+        self, path: str, root: str, content: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        return await anyio.to_thread.run_sync(partial(write_file, path, content))
+        return await anyio.to_thread.run_sync(partial(write_file, path, root, content))
 
 
-def write_file(path: str, content: str) -> Outcome:
-    old = _read_existing(path)
-    _write(path, content)
-    verb = "Created" if old is None else "Overwrote"
+def write_file(path: str, root: str, content: str) -> Outcome:
+    """Create or overwrite `path`; old content that is not text is replaced without a diff."""
+    try:
+        old = _read_existing(path, root)
+    except NotText as why:
+        _write(path, root, content)
+        text = f"Overwrote {path}; its old content is not shown ({why})\n"
+        return Outcome(text, (TextOutput(text),))
+    created = _write(path, root, content)
+    verb = "Created" if created else "Overwrote"
+    old = None if created else old
     return Outcome(_report(path, old, content, verb), (DiffOutput(path, old, content),))
 
 
@@ -160,12 +184,13 @@ class EditFile:
                 "old_string and new_string are identical; there is nothing to change"
             )
         replace_all = optional_bool(args, "replace_all")
-        runner = partial(self._run, path, old_string, new_string, replace_all)
-        return _edit_invocation(f"Edit {path}", path, runner)
+        runner = partial(self._run, path, root, old_string, new_string, replace_all)
+        return _edit_invocation(f"Edit {path}", path, root, runner)
 
     async def _run(
         self,
         path: str,
+        root: str,
         old_string: str,
         new_string: str,
         replace_all: bool,
@@ -173,14 +198,14 @@ class EditFile:
         call_id: str,
     ) -> Outcome:
         return await anyio.to_thread.run_sync(
-            partial(edit_file, path, old_string, new_string, replace_all)
+            partial(edit_file, path, root, old_string, new_string, replace_all)
         )
 
 
 def edit_file(
-    path: str, old_string: str, new_string: str, replace_all: bool
+    path: str, root: str, old_string: str, new_string: str, replace_all: bool
 ) -> Outcome:
-    old = _read_existing(path)
+    old = _read_existing(path, root)
     if old is None:
         raise ToolFailed(f"file not found: {path} (use write_file to create it)")
     count = old.count(old_string)
@@ -198,7 +223,7 @@ def edit_file(
         if replace_all
         else old.replace(old_string, new_string, 1)
     )
-    _write(path, new)
+    _write(path, root, new)
     line = old.count("\n", 0, old.index(old_string)) + 1
     verb = f"Edited ({count} replacements)" if count > 1 else "Edited"
     return Outcome(

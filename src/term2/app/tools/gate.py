@@ -22,7 +22,7 @@ from term2.domain.approval import (
     offered_options,
 )
 from term2.domain.history import ToolCall
-from term2.domain.workspace import Access
+from term2.domain.workspace import Access, is_git_metadata, is_within
 from term2.ports.approval import ApprovalRequest, DenialReason
 from term2.ports.tools import ToolContext
 
@@ -50,9 +50,20 @@ def approval_title(invocation: Invocation) -> str:
 
 
 def approval_description(invocation: Invocation, root: str) -> str:
+    """Why this call needs the user: the first foothold it touches, or the root it leaves."""
+    target = invocation.target
     if invocation.access is Access.EXECUTE:
         return f"The command runs in the sandbox; only {root} is writable."
-    return f"{invocation.target} is outside the workspace root {root}."
+    if not is_within(target, root):
+        return f"{target} is outside the workspace root {root}."
+    if invocation.access is Access.EDIT and is_git_metadata(target, root):
+        return f"{target} is git metadata, whose hooks and config the host's git would run."
+    if invocation.access is Access.EDIT and invocation.git_plant is not None:
+        return (
+            f"Writing this would make {invocation.git_plant} a git directory (or write inside one), "
+            "whose config the host's git would run."
+        )
+    return f"{target} may hold secrets (.env); its contents would be sent to the model's provider."
 
 
 async def authorize(
@@ -60,7 +71,8 @@ async def authorize(
 ) -> DenialReason | None:
     """None when the call may run, otherwise why it may not."""
     workspace = ctx.access.workspace
-    if not workspace.needs_approval(invocation.access, invocation.target):
+    git_plant = invocation.git_plant is not None
+    if not workspace.needs_approval(invocation.access, invocation.target, git_plant=git_plant):
         return None
     options = offered_options(workspace.choices_for(invocation.access))
     request = ApprovalRequest(

@@ -12,11 +12,12 @@ from functools import partial
 
 import anyio.to_thread
 
+from term2.app.tools.anchored import open_folder
 from term2.app.tools.args import Arguments, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.globbing import check_pattern, glob_regex
 from term2.app.tools.paths import display, resolve
-from term2.app.tools.walk import ALWAYS_SKIPPED, walk_entries
+from term2.app.tools.walk import ALWAYS_SKIPPED, walk
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
@@ -24,13 +25,6 @@ from term2.ports.tools import ToolContext
 
 ENTRY_LIMIT = 1000
 SCAN_LIMIT = 200_000
-
-
-def _require_dir(path: str) -> None:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"folder not found: {path}")
-    if not os.path.isdir(path):
-        raise NotADirectoryError(f"{path} is not a directory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,32 +60,35 @@ class ListDir:
             target=path,
             grant_folder=path,
             locations=(Location(path),),
-            run=partial(self._run, path),
+            run=partial(self._run, path, root),
         )
 
-    async def _run(self, path: str, ctx: ToolContext, call_id: str) -> Outcome:
+    async def _run(self, path: str, root: str, ctx: ToolContext, call_id: str) -> Outcome:
         text = await anyio.to_thread.run_sync(
-            partial(list_entries, path, self.limit), abandon_on_cancel=True
+            partial(list_entries, path, root, self.limit), abandon_on_cancel=True
         )
         return Outcome.text_only(text)
 
 
-def list_entries(path: str, limit: int) -> str:
-    _require_dir(path)
-    with os.scandir(path) as scan:
-        entries = sorted(
-            (e for e in scan if e.name not in ALWAYS_SKIPPED), key=lambda e: e.name
-        )
-    if not entries:
-        return f"{path} is empty\n"
-    lines: list[str] = []
-    for entry in entries[:limit]:
-        if entry.is_symlink():
-            lines.append(f"{entry.name} -> {os.readlink(entry.path)}")
-        elif entry.is_dir():
-            lines.append(entry.name + "/")
-        else:
-            lines.append(entry.name)
+def list_entries(path: str, root: str, limit: int) -> str:
+    fd = open_folder(path, root, readable=True)
+    try:
+        with os.scandir(fd) as scan:
+            entries = sorted(
+                (e for e in scan if e.name not in ALWAYS_SKIPPED), key=lambda e: e.name
+            )
+        if not entries:
+            return f"{path} is empty\n"
+        lines: list[str] = []
+        for entry in entries[:limit]:
+            if entry.is_symlink():
+                lines.append(f"{entry.name} -> {os.readlink(entry.name, dir_fd=fd)}")
+            elif entry.is_dir(follow_symlinks=False):
+                lines.append(entry.name + "/")
+            else:
+                lines.append(entry.name)
+    finally:
+        os.close(fd)
     if len(entries) > limit:
         lines.append(f"[truncated: showing {limit} of {len(entries)} entries]")
     return "\n".join(lines) + "\n"
@@ -138,13 +135,12 @@ class Glob:
             target=path,
             grant_folder=path,
             locations=(Location(path),),
-            run=partial(self._run, path, pattern),
+            run=partial(self._run, path, pattern, root),
         )
 
     async def _run(
-        self, path: str, pattern: str, ctx: ToolContext, call_id: str
+        self, path: str, pattern: str, root: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        root = ctx.access.workspace.root
         text = await anyio.to_thread.run_sync(
             partial(glob_paths, path, pattern, root, self.limit), abandon_on_cancel=True
         )
@@ -152,19 +148,18 @@ class Glob:
 
 
 def glob_paths(top: str, pattern: str, root: str, limit: int) -> str:
-    _require_dir(top)
     regex = glob_regex(pattern)
     found: list[str] = []
     more = False
-    for scanned, (path, is_dir) in enumerate(walk_entries(top), start=1):
+    for scanned, entry in enumerate(walk(top, root), start=1):
         if scanned > SCAN_LIMIT:
             more = True
             break
-        if regex.fullmatch(os.path.relpath(path, top)):
+        if regex.fullmatch(os.path.relpath(entry.path, top)):
             if len(found) == limit:
                 more = True
                 break
-            found.append(display(path, root) + ("/" if is_dir else ""))
+            found.append(display(entry.path, root) + ("/" if entry.kind == "folder" else ""))
     if not found:
         return f"No paths match {pattern} under {top}\n"
     found.sort()

@@ -9,14 +9,16 @@ applied so the model knows to continue with `offset`.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
 import anyio.to_thread
 
+from term2.app.tools.anchored import capped_lines, open_regular, read_upto
 from term2.app.tools.args import Arguments, optional_int, required_str
 from term2.app.tools.base import Invocation, Outcome, ToolFailed
-from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary, open_checked, require_file
+from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
@@ -79,54 +81,65 @@ class ReadFile:
             target=path,
             grant_folder=os.path.dirname(path),
             locations=(Location(path, offset or 1),),
-            run=partial(self._run, path, offset or 1, limit),
+            run=partial(self._run, path, root, offset or 1, limit),
         )
 
     async def _run(
-        self, path: str, offset: int, limit: int | None, ctx: ToolContext, call_id: str
+        self, path: str, root: str, offset: int, limit: int | None, ctx: ToolContext, call_id: str
     ) -> Outcome:
         text = await anyio.to_thread.run_sync(
-            partial(read_lines, path, offset, limit, self.limit_bytes),
+            partial(read_lines, path, root, offset, limit, self.limit_bytes),
             abandon_on_cancel=True,
         )
         return Outcome.text_only(text)
 
 
-def read_lines(path: str, offset: int, limit: int | None, limit_bytes: int) -> str:
-    """Numbered lines offset..offset+limit-1, stopping early at the byte cap."""
-    require_file(path)
+def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes: int) -> str:
+    """Numbered lines offset..offset+limit-1, stopping early at the byte cap.
+
+    The file is read in chunks and each line kept only up to the cap, so a
+    huge file (or one enormous line) costs a bounded amount of memory.
+    """
+    fd = open_regular(path, root)
+    try:
+        head = read_upto(fd, SNIFF_BYTES)
+        if looks_binary(head):
+            raise ToolFailed(
+                f"{path} looks like a binary file ({human_size(os.fstat(fd).st_size)}); it is not shown."
+            )
+        return _numbered(path, capped_lines(fd, head, limit_bytes + 1), offset, limit, limit_bytes)
+    finally:
+        os.close(fd)
+
+
+def _numbered(
+    path: str, lines: Iterator[bytes], offset: int, limit: int | None, limit_bytes: int
+) -> str:
     out: list[str] = []
     used = 0
     line_no = 0
-    with open_checked(path) as handle:
-        if looks_binary(handle.read(SNIFF_BYTES)):
-            size = os.path.getsize(path)
-            raise ToolFailed(
-                f"{path} looks like a binary file ({human_size(size)}); it is not shown."
-            )
-        handle.seek(0)
-        for raw in handle:
-            line_no += 1
-            if line_no < offset:
-                continue
-            if limit is not None and line_no >= offset + limit:
-                break
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            numbered = f"{line_no:>6}\t{line}\n"
-            size = len(numbered.encode("utf-8"))
-            if used + size > limit_bytes:
-                if not out:  # one enormous line: show its head rather than nothing
-                    out.append(
-                        numbered[: limit_bytes // 4].rstrip("\n")
-                        + f"\n[line {line_no} was cut]\n"
-                    )
-                    line_no += 1
+    for raw in lines:
+        line_no += 1
+        if line_no < offset:
+            continue
+        if limit is not None and line_no >= offset + limit:
+            break
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        numbered = f"{line_no:>6}\t{line}\n"
+        size = len(numbered.encode("utf-8"))
+        if used + size > limit_bytes:
+            if not out:  # one enormous line: show its head rather than nothing
                 out.append(
-                    f"[truncated at {human_size(limit_bytes)}; continue with offset={line_no}]\n"
+                    numbered[: limit_bytes // 4].rstrip("\n")
+                    + f"\n[line {line_no} was cut]\n"
                 )
-                return "".join(out)
-            out.append(numbered)
-            used += size
+                line_no += 1
+            out.append(
+                f"[truncated at {human_size(limit_bytes)}; continue with offset={line_no}]\n"
+            )
+            return "".join(out)
+        out.append(numbered)
+        used += size
     if line_no == 0:
         return "(empty file)\n"
     if not out:

@@ -2,7 +2,8 @@
 
 `.git` is always skipped (it is noise for the model and can be huge), and
 symlinked directories are never descended into, so a walk cannot wander out
-of the folder the workspace rule approved.
+of the folder the workspace rule approved. The walk goes by descriptors
+(anchored.py), so a folder swapped for a symlink mid-walk is not entered.
 
 The `.gitignore` support is deliberately simple: only the workspace root's
 `.gitignore` is read; blank lines and `#` comments are skipped; negations
@@ -19,10 +20,17 @@ import fnmatch
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
+from term2.app.tools.anchored import FOLDER_READ, open_folder, open_regular, read_upto
+from term2.app.tools.base import ToolFailed
 from term2.domain.workspace import is_within
 
 ALWAYS_SKIPPED = frozenset({".git"})
+DEPTH_LIMIT = 128
+IGNORE_LIMIT = 1024 * 1024
+
+Kind = Literal["folder", "file", "link", "special"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +71,18 @@ class IgnoreRules:
 
     @staticmethod
     def load(root: str) -> IgnoreRules:
+        """The root `.gitignore`, if it is a regular file: a planted FIFO or link is no rules."""
         try:
-            with open(
-                os.path.join(root, ".gitignore"), encoding="utf-8", errors="replace"
-            ) as handle:
-                return IgnoreRules.parse(root, handle.read())
+            fd = open_regular(os.path.join(root, ".gitignore"), root)
+        except (OSError, ToolFailed):
+            return IgnoreRules(root)
+        try:
+            text = read_upto(fd, IGNORE_LIMIT).decode("utf-8", errors="replace")
         except OSError:
             return IgnoreRules(root)
+        finally:
+            os.close(fd)
+        return IgnoreRules.parse(root, text)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         if not self.rules or not is_within(path, self.root) or path == self.root:
@@ -78,28 +91,54 @@ class IgnoreRules:
         return any(rule.matches(rel, is_dir) for rule in self.rules)
 
 
-def walk_files(top: str, ignore: IgnoreRules | None = None) -> Iterator[str]:
-    """Every file under `top`, sorted per folder, skipping `.git` and ignored paths."""
-    for folder, dirs, files in os.walk(top, followlinks=False):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if d not in ALWAYS_SKIPPED
-            and not (ignore and ignore.ignored(os.path.join(folder, d), True))
-        )
-        for name in sorted(files):
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One entry met by `walk`; `folder_fd` is open only until the walk moves on."""
+
+    path: str  # canonical path, for display and the ignore rules: never opened by name
+    name: str
+    folder_fd: int
+    kind: Kind
+
+
+def _kind(entry: os.DirEntry[str]) -> Kind:
+    if entry.is_symlink():
+        return "link"
+    if entry.is_dir(follow_symlinks=False):
+        return "folder"
+    if entry.is_file(follow_symlinks=False):
+        return "file"
+    return "special"
+
+
+def walk(top: str, root: str, ignore: IgnoreRules | None = None) -> Iterator[Found]:
+    """Every entry under the canonical folder `top`, sorted per folder, skipping `.git` and ignored paths.
+
+    A folder is entered through its parent's descriptor without following
+    links: one swapped for a symlink since it was listed is not entered.
+    Folders deeper than DEPTH_LIMIT below `top` are listed but not entered,
+    which bounds the descriptors a walk holds open.
+    """
+    yield from _walk(open_folder(top, root, readable=True), top, ignore, 0)
+
+
+def _walk(fd: int, folder: str, ignore: IgnoreRules | None, depth: int) -> Iterator[Found]:
+    try:
+        with os.scandir(fd) as scan:
+            entries = sorted((e.name, _kind(e)) for e in scan if e.name not in ALWAYS_SKIPPED)
+        inner: list[tuple[str, str]] = []
+        for name, kind in entries:
             path = os.path.join(folder, name)
-            if ignore and ignore.ignored(path, False):
+            if ignore and ignore.ignored(path, kind == "folder"):
                 continue
-            yield path
-
-
-def walk_entries(top: str) -> Iterator[tuple[str, bool]]:
-    """Every (path, is_dir) under `top`, skipping `.git`, without following links."""
-    for folder, dirs, files in os.walk(top, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in ALWAYS_SKIPPED)
-        for d in dirs:
-            path = os.path.join(folder, d)
-            yield path, not os.path.islink(path)  # a link is listed, never entered
-        for name in sorted(files):
-            yield os.path.join(folder, name), False
+            yield Found(path, name, fd, kind)
+            if kind == "folder":
+                inner.append((name, path))
+        for name, path in inner if depth < DEPTH_LIMIT else ():
+            try:
+                child = os.open(name, FOLDER_READ, dir_fd=fd)
+            except OSError:
+                continue  # swapped for a link or removed since it was listed
+            yield from _walk(child, path, ignore, depth + 1)
+    finally:
+        os.close(fd)
