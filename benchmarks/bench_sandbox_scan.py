@@ -27,9 +27,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from term2.adapters.sandbox import BubblewrapSandbox  # noqa: E402
-from term2.adapters.sandbox.tree_scan import scan_tree  # noqa: E402
-from term2.ports.sandbox import CommandRequest  # noqa: E402
+from term2.adapters.sandbox import BubblewrapSandbox
+from term2.adapters.sandbox.tree_scan import scan_tree
+from term2.ports.sandbox import CommandRequest
 
 
 def make_tree(root: Path, entries: int) -> None:

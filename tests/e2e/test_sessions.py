@@ -224,7 +224,9 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     assert first == second
     assert ids == recorded.live_write_ids, "replay ids differ from the ids the live turn used"
 
-    wrong_root = _error(b.call("session/resume", {"sessionId": sid, "cwd": str(workspace.parent)}))
+    other_project = workspace.parent / "other-project"  # the parent would be refused anyway: it holds the store
+    other_project.mkdir(exist_ok=True)
+    wrong_root = _error(b.call("session/resume", {"sessionId": sid, "cwd": str(other_project)}))
     assert wrong_root["code"] == -32602 and "does not match" in wrong_root["message"]
     no_such = _error(b.call("session/resume", {"sessionId": "sess_doesNotExist", "cwd": str(workspace)}))
     assert no_such["code"] == -32602 and "unknown session" in no_such["message"]

@@ -18,7 +18,7 @@ def test_a_git_directory_needs_head_objects_and_refs() -> None:
     ("parts", "entries"),
     [
         ((".git", "config"), [set()]),  # .git at the top
-        ("a/b/.git".split("/"), [set(), set(), set()]),  # a gitdir: pointer file anywhere
+        (["a", "b", ".git"], [set(), set(), set()]),  # a gitdir: pointer file anywhere
         (("sub", "HEAD"), [{"sub"}, {"objects", "refs"}]),  # completes the shape
         (("sub", "refs", "heads", "main"), [{"sub"}, {"HEAD", "objects"}]),  # completes it from below
         (("sub", "config"), [{"sub"}, {"HEAD", "objects", "refs"}]),  # writes inside one

@@ -22,9 +22,12 @@ opening a fresh file at once do not both try to create it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -79,6 +82,34 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bytes]:
     domain's StoreUnavailable.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with _opening_alone(path):
+        return _open(path)
+
+
+@contextmanager
+def _opening_alone(path: Path) -> Iterator[None]:
+    """One process at a time through creation, WAL switch and migration.
+
+    Two processes opening a new, empty database at once can both hold a shared
+    lock while each wants to write the first page; SQLite then answers one of
+    them "database is locked" at once, without waiting (it would deadlock).
+    An advisory lock beside the database serialises that short first step. A
+    store on a read-only folder has no lock file and needs none: it cannot be
+    created or migrated there anyway.
+    """
+    try:
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _open(path: Path) -> tuple[sqlite3.Connection, bytes]:
     _create_private(path)
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
