@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,8 @@ import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox
 from term2.adapters.sandbox.cgroup import PidsCgroup
-from term2.ports.sandbox import CommandRequest, CommandResult, SandboxUnavailable
+from term2.ports.sandbox import CommandRequest, SandboxUnavailable
+from tests.sandbox.commands import git_repo, py, text
 from tests.support.procs import processes_with
 
 if TYPE_CHECKING:
@@ -36,15 +36,6 @@ if not os.path.exists("/usr/bin/bwrap"):
     pytest.skip("/usr/bin/bwrap is not installed: the threat suite needs the real sandbox", allow_module_level=True)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-def text(result: CommandResult) -> str:
-    return result.output.decode(errors="replace")
-
-
-def py(code: str) -> str:
-    """A shell command running ``code`` with python3 inside the sandbox."""
-    return "python3 - <<'PYEOF'\n" + textwrap.dedent(code) + "\nPYEOF\n"
 
 
 
@@ -140,14 +131,8 @@ async def test_read_dotenv(box: Box) -> None:
 # --- persistence through the workspace (11-16) -------------------------------------------
 
 
-def _git_repo(box: Box) -> Path:
-    subprocess.run(["git", "init", "-q", str(box.root)], check=True)
-    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
-    return box.root / ".git"
-
-
 async def test_plant_git_hook(box: Box) -> None:
-    git = _git_repo(box)
+    git = git_repo(box)
     result = await box.run(
         "echo 'touch /tmp/owned' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; rm -rf .git/hooks"
     )
@@ -157,14 +142,14 @@ async def test_plant_git_hook(box: Box) -> None:
 
 
 async def test_write_git_config(box: Box) -> None:
-    git = _git_repo(box)
+    git = git_repo(box)
     before = (git / "config").read_bytes()
     await box.run("git config core.fsmonitor 'touch /tmp/owned'; printf '[core]\\n\\tpager = evil\\n' >> .git/config")
     assert (git / "config").read_bytes() == before
 
 
 async def test_rename_git_to_bypass_protection(box: Box) -> None:
-    git = _git_repo(box)
+    git = git_repo(box)
     result = await box.run(
         "mv .git .g && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; mv .git/hooks .git/h2"
     )

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox
-from term2.ports.sandbox import CommandResult, SandboxFailed
+from term2.ports.sandbox import SandboxFailed
+from tests.sandbox.commands import git_repo, py, text
 
 if TYPE_CHECKING:
     from tests.sandbox.conftest import Box
@@ -31,14 +32,6 @@ if not os.path.exists("/usr/bin/bwrap"):
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 IS_ROOT = os.geteuid() == 0
-
-
-def text(result: CommandResult) -> str:
-    return result.output.decode(errors="replace")
-
-
-def py(code: str) -> str:
-    return "python3 - <<'PYEOF'\n" + textwrap.dedent(code) + "\nPYEOF\n"
 
 
 def host_git(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,17 +48,11 @@ def git_dir_seen_by_host(folder: Path) -> str | None:
     return found.stdout.strip() if found.returncode == 0 else None
 
 
-def _git_repo(box: Box) -> Path:
-    subprocess.run(["git", "init", "-q", str(box.root)], check=True)
-    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
-    return box.root / ".git"
-
-
 # --- 1. git metadata the host runs ---------------------------------------------------------
 
 
 async def test_the_whole_git_directory_is_read_only(box: Box) -> None:
-    git = _git_repo(box)
+    git = git_repo(box)
     before = {p.relative_to(git): p.read_bytes() for p in git.rglob("*") if p.is_file()}
     result = await box.run(
         f"echo {box.outside} > .git/commondir; mkdir -p .git/worktrees/w; echo {box.outside} > .git/worktrees/w/gitdir;"
@@ -79,7 +66,7 @@ async def test_the_whole_git_directory_is_read_only(box: Box) -> None:
 
 
 async def test_nested_repositories_submodules_and_worktrees_are_read_only(box: Box) -> None:
-    _git_repo(box)
+    git_repo(box)
     subprocess.run(["git", "init", "-q", str(box.root / "vendor" / "lib")], check=True)
     modules = box.root / ".git" / "modules" / "sub"
     subprocess.run(["git", "init", "-q", "--bare", str(modules)], check=True)
@@ -135,7 +122,7 @@ async def test_the_root_cannot_become_a_bare_repository(box: Box) -> None:
 
 
 async def test_git_still_reads_inside_the_sandbox(box: Box) -> None:
-    git = _git_repo(box)
+    git = git_repo(box)
     box.write(box.root / "a.txt", "hello\n")
     result = await box.run("git status --short; git log --oneline -1 2>&1 | head -1; git diff --stat; echo rc=$?")
     assert "?? a.txt" in text(result) and "rc=0" in text(result), text(result)
