@@ -196,9 +196,11 @@ async def test_term2_store_and_config_are_hidden(box: Box, own_data: list[Path])
 # --- 4. host Unix sockets ---------------------------------------------------------------------
 
 
-@pytest.fixture(params=["beside-the-root", "var", "srv", "opt"])
+@pytest.fixture(params=["tmp", "beside-the-root", "var", "srv", "opt"])
 def host_socket(box: Box, request: pytest.FixtureRequest) -> Iterator[tuple[Path, socket.socket]]:
-    if request.param == "beside-the-root":
+    if request.param == "tmp":  # where agents and IDEs usually put theirs: private to the sandbox
+        directory = Path(os.path.realpath("/tmp")) / f"term2-sock-{box.tag}"
+    elif request.param == "beside-the-root":
         directory = box.base / f"sock-{box.tag}"
     elif request.param == "var":
         directory = Path("/var/lib") / f"term2-sock-{box.tag}"
