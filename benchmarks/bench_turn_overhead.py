@@ -37,7 +37,7 @@ from term2.adapters.acp.updates import AcpUpdateSink
 from term2.adapters.acp.wire_v2 import V2Renderer
 from term2.adapters.store.memory_store import InMemorySessionStore
 from term2.app.config import Settings
-from term2.app.container import build_container
+from term2.app.entrypoints.container import build_container
 from term2.domain.turn import FinishReason
 from term2.ports.llm import CompletionRequest, Finished, LLMEvent, TextDelta
 

@@ -14,11 +14,11 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["acp"] and not any(a in ("--help", "-h") for a in args[1:]):
-        from term2.app.launcher import launch_acp
+        from term2.app.entrypoints.launcher import launch_acp
 
         launch_acp(args[1:], os.environ)
         return
-    from term2.app.cli import cli
+    from term2.app.entrypoints.cli import cli
 
     cli.main(args=args, prog_name="term2")
 

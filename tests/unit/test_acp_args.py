@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from term2.app.acp_args import EFFORTS, AcpArgs, AcpUsageError, parse_acp_args
-from term2.app.launcher import prepare
+from term2.app.config import EFFORTS, AcpArgs
+from term2.app.entrypoints.acp_args import AcpUsageError, parse_acp_args
+from term2.app.entrypoints.launcher import prepare
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

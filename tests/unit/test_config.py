@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from term2.adapters.catalog.litellm_catalog import LitellmCatalog
-from term2.app.acp_args import AcpArgs
 from term2.app.config import (
+    AcpArgs,
     ConfigError,
     DeclaredModel,
     ProviderConfig,

@@ -18,7 +18,7 @@ from term2.adapters.llm.scripted import ScriptedProvider, text_response, tool_ca
 from term2.adapters.sandbox.scripted import ScriptedSandbox
 from term2.adapters.store.memory_store import InMemorySessionStore
 from term2.app.config import Settings
-from term2.app.container import Container, build_container
+from term2.app.entrypoints.container import Container, build_container
 from term2.domain.approval import Choice
 from term2.domain.content import TextBlock
 from term2.domain.history import AgentMessage, ToolCall, ToolStatus, UserMessage

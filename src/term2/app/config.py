@@ -12,7 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from term2.app.acp_args import EFFORTS, AcpArgs
+EFFORTS = ("minimal", "low", "medium", "high")
+
+
+@dataclass(frozen=True, slots=True)
+class AcpArgs:
+    """The command line's layer of the settings (`term2 acp --provider --model --effort`)."""
+
+    provider: str | None = None
+    model: str | None = None
+    effort: str | None = None
 
 
 class ConfigError(Exception):

@@ -30,7 +30,7 @@ V1_ONLY = frozenset({"session/load"})
 
 log = structlog.get_logger("term2.acp")
 
-# Builds the session methods once the application is ready (see term2.app.serve).
+# Builds the session methods once the application is ready (see term2.app.entrypoints.serve).
 MethodsFactory = Callable[[JsonRpcConnection, int], Awaitable["SessionMethods"]]
 
 

@@ -1,6 +1,6 @@
 """The `term2` command line (rich-click): help, version, models, doctor, and acp's help.
 
-`term2 acp` itself is parsed by `term2.app.acp_args` on a lean path; the
+`term2 acp` itself is parsed by `term2.app.entrypoints.acp_args` on a lean path; the
 command declared here documents the same flags and delegates to it.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import rich_click as click
 
 from term2 import __version__
-from term2.app.acp_args import EFFORTS
+from term2.app.config import EFFORTS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +32,7 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
 
     There is no flag to turn off approvals or the sandbox.
     """
-    from term2.app.launcher import launch_acp
+    from term2.app.entrypoints.launcher import launch_acp
 
     launch_acp(_raw_args(provider, model, effort, ctx.args), os.environ)
 
@@ -44,7 +44,7 @@ def _raw_args(provider: str | None, model: str | None, effort: str | None, extra
 
 def _container() -> Any:
     from term2.app.config import ConfigError, load_settings
-    from term2.app.container import build_container
+    from term2.app.entrypoints.container import build_container
 
     try:
         settings = load_settings(os.environ)

@@ -58,7 +58,7 @@ class _Application:
         _import_dependency_injector()
         # Loaded here, off the event loop: these are what the first session request needs.
         from term2.adapters.acp import session_methods, wire_v1, wire_v2  # noqa: F401
-        from term2.app.container import build_container
+        from term2.app.entrypoints.container import build_container
 
         return build_container(self._settings, self._env)
 
@@ -83,13 +83,13 @@ class _Application:
     def _preload(self) -> None:
         if not self._preloading:
             self._preloading = True
-            from term2.app.container import preload_llm
+            from term2.app.entrypoints.container import preload_llm
 
             self._tg.start_soon(preload_llm, self._container)
 
     async def aclose(self) -> None:
         if self._container is not None:
-            from term2.app.container import shutdown
+            from term2.app.entrypoints.container import shutdown
 
             await shutdown(self._container)
 

@@ -7,9 +7,8 @@ stdout untouched. The rich-click CLI shows these same flags in its help.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from term2.app.config import EFFORTS, AcpArgs
 
-EFFORTS = ("minimal", "low", "medium", "high")
 FLAGS = {
     "--provider": "provider name, e.g. openai, anthropic, ollama_chat",
     "--model": "exact model id or <provider>/<model>",
@@ -19,13 +18,6 @@ FLAGS = {
 
 class AcpUsageError(Exception):
     """A refused command line; the message is the diagnostic for stderr."""
-
-
-@dataclass(frozen=True, slots=True)
-class AcpArgs:
-    provider: str | None = None
-    model: str | None = None
-    effort: str | None = None
 
 
 def parse_acp_args(argv: list[str]) -> AcpArgs:

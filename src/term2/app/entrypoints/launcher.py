@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Mapping
 
-from term2.app.acp_args import AcpUsageError, parse_acp_args
 from term2.app.config import ConfigError, Settings, load_settings
+from term2.app.entrypoints.acp_args import AcpUsageError, parse_acp_args
 
 
 def _refuse(message: str, extra: tuple[str, ...] = ()) -> None:
@@ -64,7 +64,7 @@ def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     from term2.adapters.logging_setup import configure_logging
 
     configure_logging()  # before any module imports structlog
-    from term2.app.serve import run_acp
+    from term2.app.entrypoints.serve import run_acp
 
     run_acp(settings, env, protocol_fd, pending=None if early else first, version=version)
 
