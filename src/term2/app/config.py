@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from term2.ports.catalog import DeclaredModel
+
 EFFORTS = ("minimal", "low", "medium", "high")
 
 
@@ -32,15 +34,6 @@ class ConfigError(Exception):
 class ProviderConfig:
     api_base: str | None = None
     api_key_env: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DeclaredModel:
-    """A model the user declares because no catalog knows it (local, self-hosted)."""
-
-    provider: str
-    context_window: int | None = None
-    supports_reasoning: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,18 @@ class ModelInfo:
     supports_tools: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class DeclaredModel:
+    """A model the user declares in config.toml because no catalog knows it (local, self-hosted).
+
+    A port type: configuration produces it and every catalog adapter takes it.
+    """
+
+    provider: str
+    context_window: int | None = None
+    supports_reasoning: bool = False
+
+
 class ModelCatalog(Protocol):
     def models(self) -> tuple[ModelInfo, ...]: ...
 

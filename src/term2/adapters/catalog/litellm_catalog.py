@@ -13,8 +13,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 
-from term2.app.config import DeclaredModel
-from term2.ports.catalog import ModelInfo
+from term2.ports.catalog import DeclaredModel, ModelInfo
 
 CATALOG_FILE = "model_prices_and_context_window_backup.json"
 PROVIDERS_FILE = "provider_endpoints_support_backup.json"
