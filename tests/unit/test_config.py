@@ -287,3 +287,10 @@ def test_provider_settings_uses_declared_model_facts() -> None:
     result = _provider_settings(settings, {})
     assert (result.context_window, result.supports_reasoning) == (32768, True)
     assert result.api_base == "http://localhost:11434"
+
+
+def test_log_level_comes_through_settings() -> None:
+    assert load_settings({}).log_level == "info"
+    assert load_settings({"TERM2_LOG_LEVEL": " DEBUG "}).log_level == "debug"
+    with pytest.raises(ConfigError, match="TERM2_LOG_LEVEL"):
+        load_settings({"TERM2_LOG_LEVEL": "loud"})

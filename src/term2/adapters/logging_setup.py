@@ -7,7 +7,6 @@ pane or file), human-readable otherwise. stdout is never a log destination.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
@@ -32,9 +31,10 @@ def _import_structlog() -> Any:
     return structlog
 
 
-def configure_logging(level_name: str | None = None) -> None:
+def configure_logging(level_name: str = "info") -> None:
+    """``level_name`` is term2's own level (Settings.log_level, from TERM2_LOG_LEVEL)."""
     structlog = _import_structlog()
-    level = getattr(logging, (level_name or os.environ.get("TERM2_LOG_LEVEL") or "INFO").upper(), logging.INFO)
+    level = getattr(logging, level_name.upper(), logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]

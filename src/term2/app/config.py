@@ -15,6 +15,7 @@ from typing import Any
 from term2.ports.catalog import DeclaredModel
 
 EFFORTS = ("minimal", "low", "medium", "high")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class Settings:
     acp_v2: bool = True
     max_turn_requests: int = 50
     request_timeout: float = 120.0
+    log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
 
@@ -145,6 +147,12 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
             out[key] = value
     if env.get("TERM2_ACP_V2"):
         out["acp_v2"] = _bool(env["TERM2_ACP_V2"], "TERM2_ACP_V2")
+    if env.get("TERM2_LOG_LEVEL"):
+        raw_level = env["TERM2_LOG_LEVEL"]
+        level = raw_level.strip().lower()
+        if level not in LOG_LEVELS:
+            raise ConfigError(f"TERM2_LOG_LEVEL: expected one of {', '.join(LOG_LEVELS)}, got {raw_level!r}")
+        out["log_level"] = level
     if env.get("TERM2_MAX_TURN_REQUESTS"):
         try:
             out["max_turn_requests"] = int(env["TERM2_MAX_TURN_REQUESTS"])

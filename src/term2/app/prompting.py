@@ -46,14 +46,14 @@ class PromptService:
         self,
         store: SessionStore,
         registry: SessionRegistry,
-        llm: Callable[[], LLMProvider],
+        llm_factory: Callable[[], LLMProvider],
         toolbox: Toolbox,
         sandbox: Sandbox,
         limits: TurnLimits,
     ) -> None:
         self._store = store
         self._registry = registry
-        self._llm = llm
+        self._llm_factory = llm_factory  # called per turn: the provider is built (and litellm loaded) lazily
         self._toolbox = toolbox
         self._sandbox = sandbox
         self._limits = limits
@@ -131,7 +131,7 @@ class PromptService:
         text = render_for_model(prompt)
         opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
-        llm = self._llm()
+        llm = self._llm_factory()
         messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs()))]
         messages += past_turns(entries)
         messages.append(ChatMessage("user", text))

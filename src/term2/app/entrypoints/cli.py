@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
 from term2 import __version__
 from term2.app.config import EFFORTS
+
+if TYPE_CHECKING:
+    from term2.app.entrypoints.container import Container
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,7 +45,7 @@ def _raw_args(provider: str | None, model: str | None, effort: str | None, extra
     return argv + list(extra)
 
 
-def _container() -> Any:
+def _container() -> Container:
     from term2.app.config import ConfigError, load_settings
     from term2.app.entrypoints.container import build_container
 

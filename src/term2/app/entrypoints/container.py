@@ -1,7 +1,8 @@
 """The composition root: the only module that imports dependency-injector.
 
 Every adapter is chosen here from configuration; tests swap any of them with
-`container.<provider>.override(...)`.
+`container.<provider>.override(...)`. The driving side gets an `Application`
+(typed use cases plus preload and shutdown), never the container itself.
 """
 
 from __future__ import annotations
@@ -9,24 +10,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from dependency_injector import containers, providers
 
-from term2.adapters.catalog.litellm_catalog import LitellmCatalog
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
+from term2.app.entrypoints.catalog import model_catalog
 from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.tools.toolbox import WorkspaceToolbox
 from term2.domain.turn import TurnLimits
+from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import LLMProvider
+from term2.ports.sandbox import Sandbox
+from term2.ports.session_store import SessionStore
+from term2.ports.tools import Toolbox
 
 
-def _llm(settings: Settings, env: Mapping[str, str], catalog: LitellmCatalog) -> LLMProvider:
+def _llm(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> LLMProvider:
     return LiteLLMProvider(provider_settings(settings, env, catalog))
 
 
@@ -41,16 +45,18 @@ def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 class Container(containers.DeclarativeContainer):
-    settings = providers.Dependency(instance_of=Settings)
-    env = providers.Dependency(instance_of=dict)
+    settings: providers.Dependency[Settings] = providers.Dependency(instance_of=Settings)
+    env: providers.Dependency[dict[str, str]] = providers.Dependency(instance_of=dict)
 
-    store = providers.Singleton(SqliteSessionStore, path=providers.Callable(_store_path, settings, env))
+    store: providers.Provider[SessionStore] = providers.Singleton(
+        SqliteSessionStore, path=providers.Callable(_store_path, settings, env)
+    )
     registry = providers.Singleton(SessionRegistry)
-    catalog = providers.Singleton(LitellmCatalog, providers.Callable(lambda s: s.models, settings))
-    llm = providers.Singleton(_llm, settings, env, catalog)
+    catalog: providers.Provider[ModelCatalog] = providers.Singleton(model_catalog, settings)
+    llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, settings, env, catalog)
     own_paths = providers.Callable(_own_paths, settings, env)
-    sandbox = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
-    toolbox = providers.Singleton(WorkspaceToolbox)
+    sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
+    toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
     limits = providers.Factory(
         TurnLimits, max_model_requests=providers.Callable(lambda s: s.max_turn_requests, settings)
     )
@@ -59,7 +65,7 @@ class Container(containers.DeclarativeContainer):
         PromptService,
         store=store,
         registry=registry,
-        llm=llm.provider,
+        llm_factory=llm.provider,
         toolbox=toolbox,
         sandbox=sandbox,
         limits=limits,
@@ -67,25 +73,41 @@ class Container(containers.DeclarativeContainer):
 
 
 def build_container(settings: Settings, env: Mapping[str, str] | None = None) -> Container:
-    container = Container(settings=settings, env=dict(env if env is not None else os.environ))
-    return container
+    return Container(settings=settings, env=dict(env if env is not None else os.environ))
 
 
-async def preload_llm(container: Any) -> None:
-    """Warm litellm up in a worker thread once a session exists, so the first prompt is quick."""
-    if not container.settings().model:
-        return
-    from term2.adapters.llm.litellm_runtime import preload
+class Application:
+    """What the driving side gets from the root: the use cases, and the lifecycle around them.
 
-    await preload()
+    The root owns preloading and shutdown because only it knows which adapters
+    were chosen and what closing them takes.
+    """
+
+    def __init__(self, container: Container) -> None:
+        self.container = container
+        self.sessions: SessionService = container.sessions()
+        self.prompts: PromptService = container.prompts()
+        self.registry: SessionRegistry = container.registry()
+        self._settings: Settings = container.settings()
+
+    async def preload(self) -> None:
+        """Warm litellm up in a worker thread once a session exists, so the first prompt is quick."""
+        if not self._settings.model:
+            return
+        from term2.adapters.llm.litellm_runtime import preload
+
+        await preload()
+
+    async def shutdown(self) -> None:
+        from term2.adapters.llm.litellm_runtime import is_loaded
+
+        if is_loaded():
+            try:
+                await self.container.llm().aclose()
+            except Exception:
+                pass
+        await self.container.store().aclose()
 
 
-async def shutdown(container: Any) -> None:
-    from term2.adapters.llm.litellm_runtime import is_loaded
-
-    if is_loaded():
-        try:
-            await container.llm().aclose()
-        except Exception:
-            pass
-    await container.store().aclose()
+def build_application(settings: Settings, env: Mapping[str, str]) -> Application:
+    return Application(build_container(settings, env))

@@ -33,10 +33,10 @@ def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
         _refuse(str(exc))
         raise  # unreachable: _refuse exits
     if settings.model:
-        from term2.adapters.catalog.litellm_catalog import LitellmCatalog
+        from term2.app.entrypoints.catalog import model_catalog
         from term2.app.model_resolution import ModelResolutionError, resolve_model
 
-        catalog = LitellmCatalog(settings.models)
+        catalog = model_catalog(settings)
         try:
             if not catalog.quickly_accepts(settings.model, settings.provider):
                 resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
@@ -63,7 +63,7 @@ def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
         _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
 
-    configure_logging()  # before any module imports structlog
+    configure_logging(settings.log_level)  # before any module imports structlog
     from term2.app.entrypoints.serve import run_acp
 
     run_acp(settings, env, protocol_fd, pending=None if early else first, version=version)

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -26,26 +26,27 @@ from term2.app.config import Settings
 
 if TYPE_CHECKING:
     from term2.adapters.acp.session_methods import SessionMethods
+    from term2.app.entrypoints.container import Application
 
 SHUTDOWN_GRACE_S = 2.0
 
 
-class _Application:
-    """Builds the container once, off the event loop, and closes it at the end."""
+class _Startup:
+    """Builds the application once, off the event loop, and closes it at the end."""
 
     def __init__(self, settings: Settings, env: Mapping[str, str], tg: TaskGroup) -> None:
         self._settings = settings
         self._env = env
         self._tg = tg
         self._ready = anyio.Event()
-        self._container: Any = None
+        self._app: Application | None = None
         self._error: BaseException | None = None
         self._preloading = False
 
     async def build(self) -> None:
         try:
             # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
-            self._container = await anyio.to_thread.run_sync(self._build_sync, abandon_on_cancel=True)
+            self._app = await anyio.to_thread.run_sync(self._build_sync, abandon_on_cancel=True)
         except Exception as exc:  # reported to every request that needs the application
             self._error = exc
             import structlog
@@ -54,18 +55,18 @@ class _Application:
         finally:
             self._ready.set()
 
-    def _build_sync(self) -> Any:
+    def _build_sync(self) -> Application:
         _import_dependency_injector()
         # Loaded here, off the event loop: these are what the first session request needs.
         from term2.adapters.acp import session_methods, wire_v1, wire_v2  # noqa: F401
-        from term2.app.entrypoints.container import build_container
+        from term2.app.entrypoints.container import build_application
 
-        return build_container(self._settings, self._env)
+        return build_application(self._settings, self._env)
 
     async def methods(self, connection: JsonRpcConnection, version: int) -> SessionMethods:
         """The session methods for the negotiated version, once the application is built."""
         await self._ready.wait()
-        if self._container is None:
+        if self._app is None:
             from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
 
             raise RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
@@ -75,23 +76,19 @@ class _Application:
         from term2.adapters.acp.wire_v2 import V2Renderer
 
         sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer())
-        c = self._container
+        app = self._app
         return SessionMethods(
-            c.sessions(), c.prompts(), c.registry(), connection, version, sink, on_session=self._preload
+            app.sessions, app.prompts, app.registry, connection, version, sink, on_session=self._preload
         )
 
     def _preload(self) -> None:
-        if not self._preloading:
+        if not self._preloading and self._app is not None:
             self._preloading = True
-            from term2.app.entrypoints.container import preload_llm
-
-            self._tg.start_soon(preload_llm, self._container)
+            self._tg.start_soon(self._app.preload)
 
     async def aclose(self) -> None:
-        if self._container is not None:
-            from term2.app.entrypoints.container import shutdown
-
-            await shutdown(self._container)
+        if self._app is not None:
+            await self._app.shutdown()
 
 
 def _import_dependency_injector() -> None:
@@ -116,7 +113,7 @@ async def _serve(
 ) -> None:
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
-        app = _Application(settings, env, tg)
+        app = _Startup(settings, env, tg)
         server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
         if version is not None:
             server.initialized(version)

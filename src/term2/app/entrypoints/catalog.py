@@ -1,0 +1,16 @@
+"""The model catalog, chosen in one place for the launcher and the container alike.
+
+The launcher checks `--model` before anything heavy loads (ADR 0003), so it
+cannot build the container; it takes its catalog from here, and so does the
+container, so both always agree on which adapter answers.
+"""
+
+from __future__ import annotations
+
+from term2.adapters.catalog.litellm_catalog import LitellmCatalog
+from term2.app.config import Settings
+
+
+def model_catalog(settings: Settings) -> LitellmCatalog:
+    """litellm's bundled catalog (read as JSON, litellm itself not imported) plus the user's declared models."""
+    return LitellmCatalog(settings.models)
