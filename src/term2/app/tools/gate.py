@@ -10,9 +10,8 @@ workspace is read from the session on every call for that reason.
 
 from __future__ import annotations
 
-import logging
-
 import anyio
+import structlog
 
 from term2.app.tools.base import Invocation
 from term2.domain.approval import (
@@ -26,7 +25,7 @@ from term2.domain.workspace import Access, is_git_metadata, is_within
 from term2.ports.approval import ApprovalRequest, DenialReason
 from term2.ports.tools import ToolContext
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("term2.approval")
 
 DENIAL_TEXT: dict[DenialReason, str] = {
     "rejected": "The user rejected this call",

@@ -10,10 +10,10 @@ records and emits `cancelled` (shielded) before the cancellation propagates.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 
 import anyio
+import structlog
 
 from term2.app.tools.args import ArgumentError, parse_arguments
 from term2.app.tools.base import Outcome, Runner, Tool, ToolFailed
@@ -30,7 +30,7 @@ from term2.domain.history import ToolKind, ToolStatus
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("term2.tools")
 
 
 def default_tools() -> tuple[Tool, ...]:
@@ -112,7 +112,7 @@ class WorkspaceToolbox:
         except OSError as err:
             return Outcome.failure(f"Error: {tool.name} failed: {_os_message(err)}")
         except Exception as err:
-            log.exception("tool %s raised", tool.name)
+            log.exception("tool raised", tool=tool.name)
             return Outcome.failure(f"Error: {tool.name} failed unexpectedly: {err}")
 
 
