@@ -349,7 +349,7 @@ def nested_asked(run: Run) -> list[ApprovalRequest]:
 async def test_read_inside_the_root_needs_no_approval(h: Harness) -> None:
     run = await h.run("read_inside_without_approval")
 
-    assert run.result.startswith("exit code 0\n"), run.result
+    assert run.result.startswith("Exit code: 0\n"), run.result
     assert "read:" in run.output and "alpha line" in run.output
     assert nested_asked(run) == []
     assert run.final(f"{PARENT}.1").status is ToolStatus.COMPLETED
@@ -409,7 +409,7 @@ async def test_unknown_tool_raises_tool_error_and_the_program_continues(h: Harne
 async def test_a_program_exiting_non_zero_fails_the_call(h: Harness) -> None:
     run = await h.run("non_zero_exit")
 
-    assert run.result.startswith("exit code 3\n"), run.result
+    assert run.result.startswith("Exit code: 3\n"), run.result
     assert "exiting with 3" in run.output
     assert (h.root / "before-exit.txt").exists()
     assert f"{PARENT}.1 write_file: ok" in run.result
@@ -419,7 +419,7 @@ async def test_a_program_exiting_non_zero_fails_the_call(h: Harness) -> None:
 async def test_an_uncaught_denial_ends_the_program_with_tool_error(h: Harness) -> None:
     run = await h.run("uncaught_denial_ends_the_program")
 
-    assert run.result.startswith("exit code 1\n"), run.result
+    assert run.result.startswith("Exit code: 1\n"), run.result
     assert "ToolError" in run.output and "rejected" in run.output
     assert "not reached" not in run.output
     assert not (h.outside / "out.txt").exists()
@@ -430,7 +430,7 @@ async def test_timeout_kills_the_program(h: Harness) -> None:
     run = await h.run("timeout_kills_the_program")
 
     assert run.elapsed < 15, run.elapsed
-    assert run.result.startswith("timed out after 2 s"), run.result
+    assert run.result.startswith("Timed out after 2 s and was killed.\n"), run.result
     if h.kind == "bubblewrap":  # a scripted program's output is its return value, lost when it is stopped
         assert "sleeping" in run.output
     assert f"{PARENT}.1 read_file: ok" in run.result

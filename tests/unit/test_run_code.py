@@ -140,8 +140,10 @@ class Harness:
     events: list[SessionEvent] = field(default_factory=list)
     records: list[HistoryEntry] = field(default_factory=list)
 
-    async def run(self, fn: ProgramFn, *, exit_code: int = 0, **args: object) -> str:
-        self.sandbox.add(launcher_command(), Script(program=fn, exit_code=exit_code))
+    async def run(
+        self, fn: ProgramFn, *, exit_code: int = 0, notices: tuple[str, ...] = (), **args: object
+    ) -> str:
+        self.sandbox.add(launcher_command(), Script(program=fn, exit_code=exit_code, notices=notices))
 
         async def emit(event: SessionEvent) -> None:
             self.events.append(event)
@@ -533,7 +535,7 @@ async def test_a_program_that_closes_its_end_mid_message_ends_the_bridge(h: Harn
     result = await h.run(program(body))
 
     assert not (h.root / "half.txt").exists()
-    assert result.startswith("exit code 0\nbye")
+    assert result.startswith("Exit code: 0\nbye")
     assert "nested tool calls: none" in result
 
 
@@ -549,7 +551,7 @@ async def test_result_has_status_output_and_summary(h: Harness) -> None:
     result = await h.run(program(body))
 
     lines = result.splitlines()
-    assert lines[0] == "exit code 0"
+    assert lines[0] == "Exit code: 0"
     assert "hello from the program" in lines
     assert result.endswith(f"nested tool calls: 2\n  {PARENT}.1 list_dir: ok\n  {PARENT}.2 read_file: failed")
     assert h.final(PARENT).status is ToolStatus.COMPLETED
@@ -558,7 +560,7 @@ async def test_result_has_status_output_and_summary(h: Harness) -> None:
 
 async def test_a_program_without_calls_says_so(h: Harness) -> None:
     result = await h.run(program(lambda _wire: b"quiet\n"))
-    assert result == "exit code 0\nquiet\n\nnested tool calls: none"
+    assert result == "Exit code: 0\nquiet\n\nnested tool calls: none"
 
 
 async def test_a_non_zero_exit_fails_the_call_but_keeps_the_summary(h: Harness) -> None:
@@ -568,18 +570,30 @@ async def test_a_non_zero_exit_fails_the_call_but_keeps_the_summary(h: Harness) 
 
     result = await h.run(program(body), exit_code=3)
 
-    assert result.startswith("exit code 3\nTraceback: boom")
+    assert result.startswith("Exit code: 3\nTraceback: boom")
     assert f"{PARENT}.1 write_file: ok" in result
     assert (h.root / "before-exit.txt").exists()
     assert h.final(PARENT).status is ToolStatus.FAILED
 
 
-async def test_output_over_the_cap_is_truncated_with_a_marker(h: Harness) -> None:
+async def test_a_program_flooding_past_the_cap_is_reported_killed_with_a_marker(h: Harness) -> None:
     result = await h.run(program(lambda _wire: b"z" * (OUTPUT_LIMIT * 2)))
 
-    assert f"[term2: output truncated at {OUTPUT_LIMIT} bytes]" in result
+    # The sandbox kills a flood before any exit status: there is no exit code to report.
+    assert result.splitlines()[0] == f"Killed for writing more than the {OUTPUT_LIMIT}-byte output limit."
+    assert "None" not in result
+    assert f"[output truncated by the sandbox after {OUTPUT_LIMIT} bytes]" in result
     assert result.count("z") == OUTPUT_LIMIT
     assert "nested tool calls: none" in result
+    assert h.final(PARENT).status is ToolStatus.FAILED
+
+
+async def test_the_sandboxs_notices_follow_the_programs_output(h: Harness) -> None:
+    notice = "term2 quarantined sub/.git: this command created a .git entry"
+
+    result = await h.run(program(lambda _wire: b"made\n"), notices=(notice,))
+
+    assert result == f"Exit code: 0\nmade\n\n[{notice}]\nnested tool calls: none"
 
 
 async def test_a_program_past_its_timeout_is_stopped(h: Harness) -> None:
@@ -592,7 +606,7 @@ async def test_a_program_past_its_timeout_is_stopped(h: Harness) -> None:
     with anyio.fail_after(10):
         result = await h.run(program(body), timeout=0.5)
 
-    assert result.startswith("timed out after 0.5 s")
+    assert result.startswith("Timed out after 0.5 s and was killed.\n")
     assert f"{PARENT}.1 read_file: ok" in result
     assert h.final(PARENT).status is ToolStatus.FAILED
 
@@ -603,7 +617,7 @@ async def test_sandbox_setup_failure_is_reported_and_nothing_ran(h: Harness) -> 
 
     result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE})), ctx)
 
-    assert "could not run the program" in result and "bwrap is broken" in result
+    assert result == "Error: The sandbox failed to start, so the program did not run: bwrap is broken"
 
 
 async def test_an_unavailable_sandbox_is_reported_and_nothing_ran(h: Harness) -> None:
@@ -612,7 +626,7 @@ async def test_an_unavailable_sandbox_is_reported_and_nothing_ran(h: Harness) ->
 
     result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE})), ctx)
 
-    assert result == "Error: the sandbox could not run the program: no bwrap here. It did not run."
+    assert result == "Error: The sandbox is unavailable, so the program did not run: no bwrap here"
     assert sandbox.calls == []
 
 

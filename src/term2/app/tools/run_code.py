@@ -21,7 +21,9 @@ from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.bridge import Bridge
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
+from term2.app.tools.sandboxed import did_not_run, ended
 from term2.domain.history import Location, TextOutput, ToolKind
+from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access
 from term2.ports.approval import CommandSubject
 from term2.ports.llm import ToolSpec
@@ -67,9 +69,8 @@ class RunCode:
         timeout = min(optional_number(args, "timeout") or DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S)
         cwd = canonical_root(root)
         first_line = code.strip().splitlines()[0]
-        title = first_line if len(first_line) <= TITLE_LIMIT else first_line[: TITLE_LIMIT - 1] + "…"
         return Invocation(
-            title=f"Run Python program `{title}`",
+            title=f"Run Python program `{ellipsize(first_line, TITLE_LIMIT)}`",
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
@@ -104,17 +105,7 @@ class RunCode:
         finally:
             await stream.aclose()
         if failure is not None:
-            return Outcome.failure(f"Error: the sandbox could not run the program: {failure}. It did not run.")
-        output = result.output.decode("utf-8", "replace")
-        if result.truncated:
-            output += f"\n[term2: output truncated at {OUTPUT_LIMIT} bytes]"
-        if result.timed_out:
-            status = f"timed out after {timeout:g} s"
-        elif result.exit_code == 0:
-            status = "exit code 0"
-        else:
-            status = f"exit code {result.exit_code}"
-        notices = "".join(f"\n[{notice}]" for notice in result.notices)
-        text = f"{status}\n{output}\n{bridge.log.summary()}{notices}".strip()
-        failed = result.timed_out or result.exit_code != 0
-        return Outcome(text, (TextOutput(text),), failed=failed)
+            raise did_not_run(failure, "program")
+        end = ended(result, timeout_s=timeout, output_limit=OUTPUT_LIMIT)
+        text = f"{end.status}\n{end.output}\n{bridge.log.summary()}".strip()
+        return Outcome(text, (TextOutput(text),), failed=end.failed)

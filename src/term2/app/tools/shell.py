@@ -11,7 +11,6 @@ the end of a build log is usually where the error is.
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import dataclass
 from functools import partial
 
@@ -22,9 +21,11 @@ from term2.app.tools.args import (
     optional_str,
     required_str,
 )
-from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.paths import canonical_root, resolve
+from term2.app.tools.sandboxed import did_not_run, ended
 from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
+from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access, is_within
 from term2.ports.approval import CommandSubject
 from term2.ports.llm import ToolSpec
@@ -99,11 +100,8 @@ class RunShell:
             self.max_timeout_s,
         )
         # args.get("sandbox") is deliberately never read: "unsandboxed" is downgraded.
-        title = (
-            command if len(command) <= TITLE_LIMIT else command[: TITLE_LIMIT - 1] + "…"
-        )
         return Invocation(
-            title=f"Run `{title}`",
+            title=f"Run `{ellipsize(command, TITLE_LIMIT)}`",
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
@@ -130,14 +128,8 @@ class RunShell:
         )
         try:
             result = await ctx.sandbox.run(request, forward)
-        except SandboxUnavailable as err:
-            raise ToolFailed(
-                f"The sandbox is unavailable, so the command did not run: {err}"
-            ) from None
-        except SandboxFailed as err:
-            raise ToolFailed(
-                f"The sandbox failed to start, so the command did not run: {err}"
-            ) from None
+        except (SandboxUnavailable, SandboxFailed) as err:
+            raise did_not_run(err, "command") from None
         return shell_outcome(command, cwd, terminal_id, result, timeout)
 
 
@@ -149,42 +141,15 @@ def _empty_terminal(command: str, cwd: str, call_id: str) -> tuple[ToolOutput, .
 def shell_outcome(
     command: str, cwd: str, terminal_id: str, result: CommandResult, timeout: float
 ) -> Outcome:
-    output = cap_output(result.output.decode("utf-8", errors="replace"))
-    if result.truncated:
-        output += (
-            f"\n[output truncated by the sandbox after {SANDBOX_OUTPUT_LIMIT} bytes]"
-        )
-    signal_name = _signal_name(result.signal)
-    if result.timed_out:
-        status = f"Timed out after {timeout:g} s and was killed."
-    elif signal_name is not None:
-        status = f"Killed by signal {signal_name}."
-    else:
-        status = f"Exit code: {result.exit_code}"
-    for notice in result.notices:  # shown to the model and, in the terminal, to the user
-        output += f"\n[{notice}]"
-    text = f"{status}\n{output}" if output else f"{status}\n(no output)"
-    terminal = TerminalOutput(
-        terminal_id, command, cwd, output, result.exit_code, signal_name
+    end = ended(
+        result,
+        timeout_s=timeout,
+        output_limit=SANDBOX_OUTPUT_LIMIT,
+        model_limit=MODEL_OUTPUT_LIMIT,
     )
-    failed = result.timed_out or result.exit_code != 0
-    return Outcome(text, (terminal,), failed=failed)
-
-
-def cap_output(text: str, limit: int = MODEL_OUTPUT_LIMIT) -> str:
-    """Keep the first third and the last two thirds of `limit`, marking the cut."""
-    if len(text) <= limit:
-        return text
-    head = limit // 3
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters of output cut ...]\n{text[-tail:]}"
-
-
-def _signal_name(number: int | None) -> str | None:
-    if number is None:
-        return None
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
+    # The terminal shows the user what the model reads, notices included.
+    text = f"{end.status}\n{end.output}" if end.output else f"{end.status}\n(no output)"
+    terminal = TerminalOutput(
+        terminal_id, command, cwd, end.output, result.exit_code, end.signal_name
+    )
+    return Outcome(text, (terminal,), failed=end.failed)

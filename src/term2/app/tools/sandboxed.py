@@ -1,0 +1,74 @@
+"""How a sandboxed command ended, worded once for run_shell and run_code.
+
+Both tools run through the same Sandbox port, so the model must read a
+timeout, a signal, a kill for flooding the output cap, the cap's marker and
+the sandbox's notices the same way whichever tool ran the command; and a
+sandbox that could not run it at all is always "did not run", never a result.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from term2.app.tools.base import ToolFailed
+from term2.domain.truncation import keep_ends
+from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A finished run, rendered: one status line and the output the model reads."""
+
+    status: str
+    output: str  # what the command wrote, then the cap's marker and the notices
+    signal_name: str | None
+    failed: bool  # anything but exit code 0: a timeout, a kill, a non-zero status
+
+
+def ended(
+    result: CommandResult,
+    *,
+    timeout_s: float,
+    output_limit: int,
+    model_limit: int | None = None,
+) -> Ended:
+    """Render `result` of a request made with `timeout_s` and `output_limit` (bytes).
+
+    `model_limit` (characters) additionally keeps only the head and tail of a
+    long output, for a tool whose model should not read all the sandbox kept.
+    """
+    output = result.output.decode("utf-8", errors="replace")
+    if model_limit is not None:
+        output = keep_ends(output, model_limit, "\n[... {cut} characters of output cut ...]\n")
+    if result.truncated:
+        output += f"\n[output truncated by the sandbox after {output_limit} bytes]"
+    for notice in result.notices:  # what the sandbox did to the workspace afterwards
+        output += f"\n[{notice}]"
+    signal_name = _signal_name(result.signal)
+    if result.timed_out:
+        status = f"Timed out after {timeout_s:g} s and was killed."
+    elif result.exit_code is None and result.truncated:  # no status came before the kill
+        status = f"Killed for writing more than the {output_limit}-byte output limit."
+    elif signal_name is not None:
+        status = f"Killed by signal {signal_name}."
+    else:
+        status = f"Exit code: {result.exit_code}"
+    failed = result.timed_out or result.exit_code != 0
+    return Ended(status, output, signal_name, failed)
+
+
+def did_not_run(err: SandboxUnavailable | SandboxFailed, what: str) -> ToolFailed:
+    """The failure for a `what` ("command", "program") the sandbox never started."""
+    if isinstance(err, SandboxUnavailable):
+        return ToolFailed(f"The sandbox is unavailable, so the {what} did not run: {err}")
+    return ToolFailed(f"The sandbox failed to start, so the {what} did not run: {err}")
+
+
+def _signal_name(number: int | None) -> str | None:
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
