@@ -6,6 +6,7 @@ import platform
 
 from term2.domain.content import render_for_model
 from term2.domain.history import AgentMessage, HistoryEntry, TextOutput, ToolCall, UserMessage
+from term2.domain.truncation import keep_head
 from term2.ports.llm import ChatMessage, ToolSpec
 
 SUMMARY_LIMIT = 2000
@@ -27,8 +28,7 @@ def system_prompt(root: str, tools: tuple[ToolSpec, ...]) -> str:
 def _tool_summary(call: ToolCall) -> str:
     texts = [c.text for c in call.content if isinstance(c, TextOutput)]
     body = "\n".join(texts)
-    if len(body) > SUMMARY_LIMIT:
-        body = body[:SUMMARY_LIMIT] + "\n[... truncated]"
+    body = keep_head(body, SUMMARY_LIMIT, "\n[... truncated]")
     return f"[earlier tool call: {call.title} -> {call.status.value}]\n{body}".rstrip()
 
 

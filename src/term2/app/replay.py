@@ -21,16 +21,14 @@ from term2.domain.history import (
     ToolOutput,
     UserMessage,
 )
+from term2.domain.truncation import keep_head
 from term2.ports.updates import PlanChanged, SessionEvent, ToolCallChanged, UserMessageSent, WholeMessage
 
 REPLAY_OUTPUT_LIMIT = 32 * 1024
 
 
 def truncate(text: str, limit: int = REPLAY_OUTPUT_LIMIT) -> str:
-    if len(text) <= limit:
-        return text
-    dropped = len(text) - limit
-    return text[:limit] + f"\n[term2: output truncated in replay, {dropped} more characters not shown]"
+    return keep_head(text, limit, "\n[term2: output truncated in replay, {cut} more characters not shown]")
 
 
 def _trim(output: ToolOutput) -> ToolOutput:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from term2.domain.truncation import ellipsize
+
 
 class SessionState(StrEnum):
     IDLE = "idle"
@@ -35,8 +37,7 @@ class Session:
         line = " ".join(prompt_text.split())
         if not line:
             return self
-        title = line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1] + "…"
-        return replace(self, title=title)
+        return replace(self, title=ellipsize(line, TITLE_LIMIT))
 
     def with_state(self, state: SessionState) -> Session:
         return replace(self, state=state)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
     BadRequest,
@@ -80,7 +81,7 @@ def _detail(exc: BaseException) -> str:
             text = raw
     text = _SUFFIX.sub("", _PREFIX.sub("", text)).split("\n", 1)[0].strip()
     text = _SSL_NOISE.sub("", text)
-    return text[:_MAX_DETAIL] + ("…" if len(text) > _MAX_DETAIL else "")
+    return keep_head(text, _MAX_DETAIL, ELLIPSIS)
 
 
 def _status(exc: BaseException) -> int | None:

@@ -24,6 +24,7 @@ from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.domain.diff import change_summary, git_patch
 from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind
+from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -81,8 +82,7 @@ def _write(path: str, root: str, text: str) -> bool:
 def _report(path: str, old: str | None, new: str, verb: str) -> str:
     added, removed = change_summary(old, new)
     patch = git_patch(path, old, new)
-    if len(patch) > PATCH_LIMIT:
-        patch = patch[:PATCH_LIMIT] + "\n[patch truncated]\n"
+    patch = keep_head(patch, PATCH_LIMIT, "\n[patch truncated]\n")
     summary = f"{verb} {path} (+{added} -{removed})\n"
     return summary + patch if patch else summary + "(no change)\n"
 

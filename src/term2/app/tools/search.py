@@ -34,6 +34,7 @@ from term2.app.tools.files import looks_binary
 from term2.app.tools.paths import display, folder_of, resolve
 from term2.app.tools.walk import IgnoreRules, walk
 from term2.domain.history import Location, ToolKind
+from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access, is_secret_file, is_within
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -150,9 +151,7 @@ def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Collection
                     f"[truncated: more than {limit} matches; narrow the pattern or path]"
                 )
                 return "\n".join([*lines, *skipped.notes()]) + "\n"
-            if len(text) > LINE_LIMIT:
-                text = text[:LINE_LIMIT] + " [line cut]"
-            lines.append(f"{shown}:{line_no}:{text}")
+            lines.append(f"{shown}:{line_no}:{keep_head(text, LINE_LIMIT, ' [line cut]')}")
     if not lines:
         lines.append(f"No matches for {query.regex.pattern!r} under {top}")
     return "\n".join([*lines, *skipped.notes()]) + "\n"
