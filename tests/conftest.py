@@ -1,4 +1,4 @@
-"""Shared fixtures: a real `term2 acp` process factory and the local fake LLM."""
+"""Shared fixtures: the anyio backend, a real `term2 acp` process factory and the local fake LLM."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ import pytest
 
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Every async test runs on asyncio, once: litellm relies on it (aiohttp), and trio is not supported."""
+    return "asyncio"
 
 
 @pytest.fixture

@@ -20,11 +20,6 @@ from term2.ports.transport import LineTooLong
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 Handler = Callable[[Any], Awaitable[Any]]
 
 

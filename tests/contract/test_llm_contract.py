@@ -94,11 +94,6 @@ _ERROR_BY_STATUS: dict[int, type[LLMError]] = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # litellm relies on asyncio (aiohttp); trio is not supported
-
-
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -40,11 +40,6 @@ HAVE_BWRAP = os.path.exists("/usr/bin/bwrap")
 PARENT = "rc-1"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def bubblewrap() -> BubblewrapSandbox:
     return BubblewrapSandbox()  # one instance: its availability probe is paid once

@@ -53,11 +53,6 @@ SCRIPTS = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Harness:
     sandbox: Sandbox

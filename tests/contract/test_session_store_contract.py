@@ -46,11 +46,6 @@ pytestmark = pytest.mark.anyio
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 StoreFactory = Callable[[], SessionStore]
 
 

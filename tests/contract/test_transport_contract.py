@@ -17,11 +17,6 @@ from term2.ports.transport import LineTooLong, Transport
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class StdioPeer:
     """Drives a StdioTransport over two os.pipe() pairs."""
 

@@ -101,11 +101,6 @@ def _modes() -> list[object]:
     return [root_mode, "user-owned"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=_modes())
 def box(request: pytest.FixtureRequest) -> Iterator[Box]:
     mode: str = request.param

@@ -43,11 +43,6 @@ CHANGED = "changed while it was being opened"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def h(tmp_path: Path) -> Harness:
     root = Path(os.path.realpath(tmp_path)) / "root"
     outside = Path(os.path.realpath(tmp_path)) / "outside"

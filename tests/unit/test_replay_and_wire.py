@@ -42,11 +42,6 @@ from term2.ports.updates import (
 from tests.support.schemas import validate_outgoing
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _valid(version: int, updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for update in updates:
         validate_outgoing(

@@ -46,11 +46,6 @@ CODE = 'print("the model\'s program; the scripted sandbox never runs it")\n'
 ProgramFn = Callable[[socket.socket], bytes]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --- the program side, by hand ---------------------------------------------------------
 
 

@@ -55,11 +55,6 @@ DENIALS: tuple[DenialReason, ...] = (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # --- fakes -------------------------------------------------------------------
 
 
