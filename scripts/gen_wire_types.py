@@ -94,11 +94,11 @@ def _literal(value: object) -> str:
 
 
 def _doc(description: str | None) -> str:
-    """The first paragraph that says something, marking unstable definitions as such."""
+    """The first paragraph that says something, without doc links, marking unstable definitions as such."""
     paragraphs = [p.strip() for p in (description or "").split("\n\n") if p.strip()]
     unstable = bool(paragraphs) and paragraphs[0] == "**UNSTABLE**"
     paragraphs = [p for p in paragraphs if p != "**UNSTABLE**" and not p.startswith("This capability is not part")]
-    text = " ".join(paragraphs[0].split()) if paragraphs else ""
+    text = " ".join(paragraphs[0].split()).split(" See protocol docs:")[0] if paragraphs else ""
     return f"Unstable. {text}" if unstable else text
 
 

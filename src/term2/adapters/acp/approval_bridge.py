@@ -8,49 +8,79 @@ stale or vanished interaction) is a denial.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 
+from term2.adapters.acp import wire_v1, wire_v2
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_common import locations, parent_meta
+from term2.adapters.acp.wire_common import TOOL_KINDS, parent_meta
 from term2.app.sessions import SessionRegistry
-from term2.domain.approval import Choice
+from term2.domain.approval import Choice, OptionKind
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
 from term2.ports.updates import StateChanged
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1, v2
+
 log = structlog.get_logger("term2.approval")
+
+OPTION_KINDS: dict[OptionKind, v1.PermissionOptionKind] = {
+    OptionKind.ALLOW_ONCE: "allow_once",
+    OptionKind.ALLOW_ALWAYS: "allow_always",
+    OptionKind.REJECT_ONCE: "reject_once",
+}
 
 
 def _deny(reason: DenialReason) -> ApprovalDecision:
     return ApprovalDecision(None, reason)
 
 
-def _options(request: ApprovalRequest) -> list[dict[str, Any]]:
-    return [{"optionId": o.choice.value, "name": o.name, "kind": o.kind.value} for o in request.options]
+def _options(request: ApprovalRequest) -> list[v1.PermissionOption]:
+    """v1's options, which mypy also checks where v2 params use them."""
+    return [{"optionId": o.choice.value, "name": o.name, "kind": OPTION_KINDS[o.kind]} for o in request.options]
 
 
-def _tool_call(request: ApprovalRequest) -> dict[str, Any]:
+def _v1_tool_call(request: ApprovalRequest) -> v1.ToolCallUpdate:
     call = request.tool_call
-    return {
+    update: v1.ToolCallUpdate = {
         "toolCallId": call.tool_call_id,
         "title": call.title,
-        "kind": call.kind.value,
+        "kind": TOOL_KINDS[call.kind],
         "status": "pending",
         "rawInput": call.raw_input,
-        "locations": locations(call.locations),
-        **parent_meta(call),
+        "locations": wire_v1.locations(call.locations),
     }
+    meta = parent_meta(call)
+    if meta is not None:
+        update["_meta"] = meta
+    return update
 
 
-def v1_params(request: ApprovalRequest) -> dict[str, Any]:
-    return {"sessionId": request.session_id, "toolCall": _tool_call(request), "options": _options(request)}
+def _v2_tool_call(request: ApprovalRequest) -> v2.ToolCallUpdate:
+    call = request.tool_call
+    update: v2.ToolCallUpdate = {
+        "toolCallId": call.tool_call_id,
+        "title": call.title,
+        "kind": TOOL_KINDS[call.kind],
+        "status": "pending",
+        "rawInput": call.raw_input,
+        "locations": wire_v2.locations(call.locations),
+    }
+    meta = parent_meta(call)
+    if meta is not None:
+        update["_meta"] = meta
+    return update
 
 
-def v2_params(request: ApprovalRequest) -> dict[str, Any]:
-    subject: dict[str, Any]
+def v1_params(request: ApprovalRequest) -> v1.RequestPermissionRequest:
+    return {"sessionId": request.session_id, "toolCall": _v1_tool_call(request), "options": _options(request)}
+
+
+def v2_params(request: ApprovalRequest) -> v2.RequestPermissionRequest:
+    subject: v2.RequestPermissionSubject
     if request.command is not None:
         subject = {
             "type": "command",
@@ -59,8 +89,8 @@ def v2_params(request: ApprovalRequest) -> dict[str, Any]:
             "toolCallId": request.tool_call.tool_call_id,
         }
     else:
-        subject = {"type": "tool_call", "toolCall": _tool_call(request)}
-    params: dict[str, Any] = {
+        subject = {"type": "tool_call", "toolCall": _v2_tool_call(request)}
+    params: v2.RequestPermissionRequest = {
         "sessionId": request.session_id,
         "title": request.title,
         "subject": subject,

@@ -3,15 +3,17 @@ one ordered writer, and correlation of our own requests to the client.
 
 Nothing here knows ACP; methods are looked up through a Dispatcher that the
 ACP server provides and may change once `initialize` has chosen a version.
+The envelopes are typed here; the payloads are typed by whoever builds them,
+with the ACP schema's definitions (the error object and ids are the same in v1 and v2).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import anyio
 import structlog
@@ -28,13 +30,44 @@ from term2.adapters.acp.errors import (
 )
 from term2.ports.transport import LineTooLong, Transport
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types.v1 import CancelRequestNotification, Error, RequestId
+
 log = structlog.get_logger("term2.rpc")
 
-RequestId = int | str | None
 Handler = Callable[[Any], Awaitable[Any]]
 NotificationHandler = Callable[[Any], Awaitable[None]]
 _NO_ID = object()
 Continuation = Callable[[], Coroutine[Any, Any, object]]
+
+
+class _Result(TypedDict):
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    result: object
+
+
+class _ErrorReply(TypedDict):
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    error: Error
+
+
+class _Request(TypedDict):
+    jsonrpc: Literal["2.0"]
+    id: int
+    method: str
+    params: Mapping[str, object]
+
+
+class _Notification(TypedDict):
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: Mapping[str, object]
+
+
+Reply = _Result | _ErrorReply
+Message = Reply | _Request | _Notification
 
 
 class Dispatcher(Protocol):
@@ -60,17 +93,17 @@ class AfterReply:
     and only then starting the turn keeps the order the spec promises.
     """
 
-    def __init__(self, result: dict[str, Any], then: Continuation) -> None:
+    def __init__(self, result: Mapping[str, object], then: Continuation) -> None:
         self.result = result
         self.then = then
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Message) -> bytes:
     # ASCII escapes keep lone surrogates from a client's input encodable.
     return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def _error(request_id: RequestId, err: RpcError) -> dict[str, Any]:
+def _error(request_id: RequestId, err: RpcError) -> _ErrorReply:
     return {"jsonrpc": "2.0", "id": request_id, "error": err.to_wire()}
 
 
@@ -101,10 +134,10 @@ class JsonRpcConnection:
         self._tg: TaskGroup | None = None
 
     # -- outgoing ---------------------------------------------------------
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Mapping[str, object]) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: Mapping[str, object]) -> Any:
         """Send a request to the client and wait for its answer.
 
         Raises RpcError for an error answer and ConnectionClosed when the
@@ -122,7 +155,8 @@ class JsonRpcConnection:
         except BaseException:
             if not pending.event.is_set() and not self._closed:
                 with anyio.CancelScope(shield=True):
-                    await self.notify("$/cancel_request", {"requestId": request_id})
+                    cancel: CancelRequestNotification = {"requestId": request_id}
+                    await self.notify("$/cancel_request", cancel)
             raise
         finally:
             self._pending.pop(request_id, None)
@@ -130,9 +164,9 @@ class JsonRpcConnection:
             raise pending.error
         return pending.result
 
-    async def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+    async def _send(self, message: Message | list[Reply]) -> None:
         await self._transport.send(
-            encode(message) if isinstance(message, dict) else _encode_batch(message)
+            encode(message) if not isinstance(message, list) else _encode_batch(message)
         )
 
     # -- incoming ---------------------------------------------------------
@@ -179,8 +213,8 @@ class JsonRpcConnection:
             await self._send(reply)
 
     async def _on_message(
-        self, message: object, tg: TaskGroup, batch: list[dict[str, Any]] | None
-    ) -> dict[str, Any] | None:
+        self, message: object, tg: TaskGroup, batch: list[Reply] | None
+    ) -> Reply | None:
         """Handle one message; return an immediate reply, or None when a task will answer."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return _error(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object"))
@@ -226,9 +260,9 @@ class JsonRpcConnection:
         handler: Handler,
         params: Any,
         scope: anyio.CancelScope,
-        batch: list[dict[str, Any]] | None,
+        batch: list[Reply] | None,
     ) -> None:
-        reply: dict[str, Any] | None = None
+        reply: Reply | None = None
         then: Continuation | None = None
         try:
             with scope:
@@ -248,7 +282,7 @@ class JsonRpcConnection:
 
     async def _invoke(
         self, request_id: RequestId, method: str, handler: Handler, params: Any
-    ) -> tuple[dict[str, Any], Continuation | None]:
+    ) -> tuple[Reply, Continuation | None]:
         try:
             result = await handler(params)
         except RpcError as err:
@@ -295,7 +329,7 @@ class JsonRpcConnection:
         pending.event.set()
 
     async def _run_batch(self, members: list[Any]) -> None:
-        replies: list[dict[str, Any]] = []
+        replies: list[Reply] = []
         async with anyio.create_task_group() as tg:
             for member in members:
                 method = member.get("method") if isinstance(member, dict) else None
@@ -320,5 +354,5 @@ def _safe_id(message: object) -> RequestId:
     return None
 
 
-def _encode_batch(messages: list[dict[str, Any]]) -> bytes:
+def _encode_batch(messages: list[Reply]) -> bytes:
     return json.dumps(messages, separators=(",", ":"), ensure_ascii=True).encode("ascii")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types.v1 import Error  # v2 defines the same error object
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -18,8 +23,8 @@ class RpcError(Exception):
         self.message = message
         self.data = data
 
-    def to_wire(self) -> dict[str, object]:
-        error: dict[str, object] = {"code": self.code, "message": self.message}
+    def to_wire(self) -> Error:
+        error: Error = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
         return error

@@ -1,13 +1,21 @@
 """ACP version negotiation and the `initialize` result, with the standard library only.
 
 Both the server and the launcher's early answer use this, so there is one
-definition of what term2 advertises on each version.
+definition of what term2 advertises on each version. The results are typed
+with the schemas' definitions, imported for mypy only: this module is on the
+start-up path, which must not load them (ADR 0003, ADR 0012).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1, v2
+
+    Negotiated = tuple[Literal[1], v1.InitializeResponse] | tuple[Literal[2], v2.InitializeResponse]
 
 INVALID_PARAMS = -32602
 
@@ -19,16 +27,22 @@ class NegotiationError(Exception):
         self.message = message
 
 
-def negotiate(params: Any, v2_enabled: bool, info: dict[str, str]) -> tuple[int, dict[str, Any]]:
+def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotiated:
     """Pick one version for the connection and build the matching `initialize` result."""
     requested = params.get("protocolVersion") if isinstance(params, dict) else None
     if not isinstance(requested, int) or isinstance(requested, bool):
         raise NegotiationError(INVALID_PARAMS, "Invalid params for initialize: protocolVersion must be an integer")
     if requested < 1:
         raise NegotiationError(INVALID_PARAMS, f"Unsupported protocol version {requested}: term2 speaks ACP 1 and 2")
+    implementation: v1.Implementation = {"name": info["name"], "title": info["title"], "version": info["version"]}
     if requested >= 2 and v2_enabled:
-        return 2, {"protocolVersion": 2, "info": dict(info), "capabilities": {"session": {}}}
-    return 1, {
+        v2_result: v2.InitializeResponse = {
+            "protocolVersion": 2,
+            "info": implementation,
+            "capabilities": {"session": {}},
+        }
+        return 2, v2_result
+    v1_result: v1.InitializeResponse = {
         "protocolVersion": 1,
         "agentCapabilities": {
             "loadSession": True,
@@ -37,11 +51,12 @@ def negotiate(params: Any, v2_enabled: bool, info: dict[str, str]) -> tuple[int,
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],
-        "agentInfo": dict(info),
+        "agentInfo": implementation,
     }
+    return 1, v1_result
 
 
-def early_answer(line: bytes, v2_enabled: bool, info: dict[str, str]) -> tuple[int, bytes] | None:
+def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes] | None:
     """Answer a first line that is a well-formed `initialize` request, before the server exists.
 
     Anything else (malformed JSON, another method, bad params) returns None and

@@ -2,7 +2,10 @@
 
 Unknown keys (including `_meta`) are accepted and ignored, as ACP's
 extensibility rules require; wrong types and missing fields become -32602
-with a message naming the field.
+with a message naming the field. The models are deliberately more lenient than
+the schema (v1's `mcpServers` may be omitted); that they read only fields the
+schema defines and require none it leaves optional is checked against the
+generated wire types (`tests/unit/test_wire_params_schema.py`, ADR 0012).
 """
 
 from __future__ import annotations

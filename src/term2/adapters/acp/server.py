@@ -21,6 +21,7 @@ from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, 
 
 if TYPE_CHECKING:
     from term2.adapters.acp.session_methods import SessionMethods
+    from term2.adapters.acp.wire_types import v1, v2
 
 SESSION_METHODS = frozenset(
     {"session/new", "session/load", "session/list", "session/resume", "session/close", "session/prompt"}
@@ -134,7 +135,7 @@ class AcpServer:
         """Adopt a version negotiated before the server existed (the launcher's early answer)."""
         self.version = version
 
-    async def _initialize(self, params: Any) -> dict[str, Any]:
+    async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
         try:

@@ -1,19 +1,21 @@
 """The session methods of ACP v1 and v2 over the application's use cases.
 
 Loaded with the application, off the `initialize` path: this is where pydantic
-checks parameters and the use cases run.
+checks parameters and the use cases run. Results are typed with the schemas'
+definitions; where v1 and v2 share a result shape, one literal serves both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from term2.adapters.acp import params as p
 from term2.adapters.acp.approval_bridge import AcpApprover
 from term2.adapters.acp.connection import AfterReply, Handler, JsonRpcConnection
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
+from term2.adapters.acp.wire_common import STOP_REASONS
 from term2.app.prompting import PromptService
 from term2.app.replay import replay
 from term2.app.sessions import SessionRegistry, SessionService
@@ -21,9 +23,12 @@ from term2.domain.session import Session
 from term2.domain.turn import StopReason
 from term2.ports.updates import StateChanged
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1, v2
 
-def _session_info(session: Session) -> dict[str, Any]:
-    info: dict[str, Any] = {
+
+def _session_info(session: Session) -> v1.SessionInfo:
+    info: v1.SessionInfo = {
         "sessionId": session.session_id,
         "cwd": session.cwd,
         "updatedAt": session.updated_at.isoformat(),
@@ -74,22 +79,24 @@ class SessionMethods:
             table["session/load"] = self.load
         return table
 
-    async def new(self, params: Any) -> dict[str, Any]:
+    async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse:
         args = p.parse(p.NewSession, params, "session/new")
         _refuse_extras(args.mcp_servers, args.additional_directories, "session/new")
         opened = await self._sessions.new(args.cwd)
         self._on_session()
         return {"sessionId": opened.session.session_id}
 
-    async def list(self, params: Any) -> dict[str, Any]:
+    async def list(self, params: Any) -> v1.ListSessionsResponse | v2.ListSessionsResponse:
         args = p.parse(p.ListSessions, params, "session/list")
         page = await self._sessions.list(args.cwd, args.cursor)
-        result: dict[str, Any] = {"sessions": [_session_info(s) for s in page.sessions]}
+        result: v1.ListSessionsResponse | v2.ListSessionsResponse = {
+            "sessions": [_session_info(s) for s in page.sessions]
+        }
         if page.next_cursor is not None:
             result["nextCursor"] = page.next_cursor
         return result
 
-    async def resume(self, params: Any) -> dict[str, Any]:
+    async def resume(self, params: Any) -> v1.ResumeSessionResponse | v2.ResumeSessionResponse:
         args = p.parse(p.ResumeSession, params, "session/resume")
         _refuse_extras(args.mcp_servers, args.additional_directories, "session/resume")
         replay_from = args.replay_from if self._version == 2 else None
@@ -104,7 +111,7 @@ class SessionMethods:
             await self._replay(opened.session.session_id)
         return {}
 
-    async def load(self, params: Any) -> dict[str, Any]:
+    async def load(self, params: Any) -> v1.LoadSessionResponse:
         args = p.parse(p.ResumeSession, params, "session/load")
         _refuse_extras(args.mcp_servers, args.additional_directories, "session/load")
         opened = await self._sessions.reopen(args.session_id, args.cwd)
@@ -116,7 +123,7 @@ class SessionMethods:
         async for event in replay(self._sessions.history(session_id)):
             await self._sink.replay(session_id, event)
 
-    async def close(self, params: Any) -> dict[str, Any]:
+    async def close(self, params: Any) -> v1.CloseSessionResponse | v2.CloseSessionResponse:
         args = p.parse(p.SessionRef, params, "session/close")
         if not await self._sessions.close(args.session_id):
             raise RpcError(
@@ -124,7 +131,7 @@ class SessionMethods:
             )
         return {}
 
-    async def prompt(self, params: Any) -> Any:
+    async def prompt(self, params: Any) -> AfterReply | v1.PromptResponse:
         args = p.parse(p.Prompt, params, "session/prompt")
         blocks = p.prompt_blocks(args.prompt)
         opened = self._prompts.admit(args.session_id)
@@ -138,11 +145,12 @@ class SessionMethods:
             except BaseException:
                 self._prompts.release(opened)
                 raise
-            return AfterReply({}, run)
+            accepted: v2.PromptResponse = {}  # v2 acknowledges now; the turn reports through state_update
+            return AfterReply(accepted, run)
         outcome = await run()
         if outcome.stop_reason is StopReason.ERROR:
             raise RpcError(INTERNAL_ERROR, f"The turn failed: {outcome.error}")
-        return {"stopReason": outcome.stop_reason.value}
+        return {"stopReason": STOP_REASONS[outcome.stop_reason]}
 
     async def cancel(self, params: Any) -> None:
         if isinstance(params, dict) and isinstance(params.get("sessionId"), str):

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from term2.ports.updates import SessionEvent
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1, v2
+
 
 class Notifier(Protocol):
-    async def notify(self, method: str, params: dict[str, Any]) -> None: ...
+    async def notify(self, method: str, params: Mapping[str, object]) -> None: ...
 
 
 class Renderer(Protocol):
-    def render(self, event: SessionEvent, replay: bool = False) -> list[dict[str, Any]]: ...
+    """Builds whole `session/update` params, typed by each version's renderer."""
+
+    def notifications(
+        self, session_id: str, event: SessionEvent, replay: bool
+    ) -> Sequence[v1.SessionNotification] | Sequence[v2.UpdateSessionNotification]: ...
 
 
 class AcpUpdateSink:
@@ -27,5 +35,5 @@ class AcpUpdateSink:
         await self._emit(session_id, event, replay=True)
 
     async def _emit(self, session_id: str, event: SessionEvent, replay: bool) -> None:
-        for update in self._renderer.render(event, replay=replay):
-            await self._notifier.notify("session/update", {"sessionId": session_id, "update": update})
+        for params in self._renderer.notifications(session_id, event, replay):
+            await self._notifier.notify("session/update", params)

@@ -1,35 +1,44 @@
-"""Wire pieces shared by both ACP versions."""
+"""Wire pieces shared by both ACP versions: the names term2's domain values have on the wire.
+
+The tables are typed with the schema's literal types, so mypy checks every value
+term2 sends for a tool kind or a stop reason. They are typed with v1's literals and
+used in v2 messages too, where mypy checks that v2 still names each of them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from term2.domain.content import ContentBlock, TextBlock
-from term2.domain.history import Location, ToolCall
+from term2.domain.history import ToolCall, ToolKind
+from term2.domain.turn import StopReason
+
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1
+
+TOOL_KINDS: dict[ToolKind, v1.ToolKind] = {
+    ToolKind.READ: "read",
+    ToolKind.EDIT: "edit",
+    ToolKind.DELETE: "delete",
+    ToolKind.MOVE: "move",
+    ToolKind.SEARCH: "search",
+    ToolKind.EXECUTE: "execute",
+    ToolKind.THINK: "think",
+    ToolKind.FETCH: "fetch",
+    ToolKind.OTHER: "other",
+}
+
+# Not StopReason.ERROR: v1 reports a failed turn as an error answer, v2 as an extension value.
+STOP_REASONS: dict[StopReason, v1.StopReason] = {
+    StopReason.END_TURN: "end_turn",
+    StopReason.MAX_TOKENS: "max_tokens",
+    StopReason.MAX_TURN_REQUESTS: "max_turn_requests",
+    StopReason.REFUSAL: "refusal",
+    StopReason.CANCELLED: "cancelled",
+}
 
 
-def content_block(block: ContentBlock) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    return {"type": "resource_link", "uri": block.uri, "name": block.name}
-
-
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def locations(locs: tuple[Location, ...]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for loc in locs:
-        item: dict[str, Any] = {"path": loc.path}
-        if loc.line is not None:
-            item["line"] = loc.line
-        out.append(item)
-    return out
-
-
-def parent_meta(call: ToolCall) -> dict[str, Any]:
+def parent_meta(call: ToolCall) -> dict[str, Any] | None:
     """A nested run_code call names its parent in `_meta`, ACP's place for extensions."""
     if call.parent_id is None:
-        return {}
-    return {"_meta": {"term2": {"parentToolCallId": call.parent_id}}}
+        return None
+    return {"term2": {"parentToolCallId": call.parent_id}}

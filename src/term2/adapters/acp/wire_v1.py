@@ -2,14 +2,24 @@
 
 v1 has closed enums and no agent-owned terminals: a cancelled tool call is
 reported as failed, and shell output travels as the call's text content.
+Every payload is typed with the v1 schema's own definitions (`wire_types.v1`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from term2.adapters.acp.wire_common import content_block, locations, parent_meta, text_block
-from term2.domain.history import DiffOutput, TerminalOutput, TextOutput, ToolCall, ToolOutput, ToolStatus
+from term2.adapters.acp.wire_common import TOOL_KINDS, parent_meta
+from term2.domain.content import ContentBlock, TextBlock
+from term2.domain.history import (
+    DiffOutput,
+    Location,
+    TerminalOutput,
+    TextOutput,
+    ToolCall,
+    ToolOutput,
+    ToolStatus,
+)
 from term2.ports.updates import (
     MessageChunk,
     PlanChanged,
@@ -22,10 +32,41 @@ from term2.ports.updates import (
     WholeMessage,
 )
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v1
+
 TERMINAL_TEXT_LIMIT = 64 * 1024
 
+STATUSES: dict[ToolStatus, v1.ToolCallStatus] = {
+    ToolStatus.PENDING: "pending",
+    ToolStatus.IN_PROGRESS: "in_progress",
+    ToolStatus.COMPLETED: "completed",
+    ToolStatus.FAILED: "failed",
+    ToolStatus.CANCELLED: "failed",  # v1 has no cancelled status
+}
 
-def _tool_content(output: ToolOutput) -> dict[str, Any]:
+
+def text_block(text: str) -> v1.ContentBlockText:
+    return {"type": "text", "text": text}
+
+
+def content_block(block: ContentBlock) -> v1.ContentBlock:
+    if isinstance(block, TextBlock):
+        return text_block(block.text)
+    return {"type": "resource_link", "uri": block.uri, "name": block.name}
+
+
+def locations(locs: tuple[Location, ...]) -> list[v1.ToolCallLocation]:
+    out: list[v1.ToolCallLocation] = []
+    for loc in locs:
+        item: v1.ToolCallLocation = {"path": loc.path}
+        if loc.line is not None:
+            item["line"] = loc.line
+        out.append(item)
+    return out
+
+
+def _tool_content(output: ToolOutput) -> v1.ToolCallContent:
     if isinstance(output, DiffOutput):
         return {"type": "diff", "path": output.path, "oldText": output.old_text, "newText": output.new_text}
     if isinstance(output, TerminalOutput):
@@ -35,23 +76,22 @@ def _tool_content(output: ToolOutput) -> dict[str, Any]:
     return {"type": "content", "content": text_block(output.text)}
 
 
-def _status(status: ToolStatus) -> str:
-    return "failed" if status is ToolStatus.CANCELLED else status.value
-
-
-def _tool_call(call: ToolCall, first: bool) -> dict[str, Any]:
-    update: dict[str, Any] = {
-        "sessionUpdate": "tool_call" if first else "tool_call_update",
+def _tool_call(call: ToolCall, first: bool) -> v1.SessionUpdate:
+    fields: v1.ToolCall = {
         "toolCallId": call.tool_call_id,
         "title": call.title,
-        "kind": call.kind.value,
-        "status": _status(call.status),
+        "kind": TOOL_KINDS[call.kind],
+        "status": STATUSES[call.status],
         "rawInput": call.raw_input,
         "content": [_tool_content(c) for c in call.content],
         "locations": locations(call.locations),
-        **parent_meta(call),
     }
-    return update
+    meta = parent_meta(call)
+    if meta is not None:
+        fields["_meta"] = meta
+    if first:
+        return {"sessionUpdate": "tool_call", **fields}
+    return {"sessionUpdate": "tool_call_update", **fields}
 
 
 class V1Renderer:
@@ -60,16 +100,18 @@ class V1Renderer:
     def __init__(self) -> None:
         self._terminal_text: dict[str, str] = {}
 
-    def render(self, event: SessionEvent, replay: bool = False) -> list[dict[str, Any]]:
+    def notifications(self, session_id: str, event: SessionEvent, replay: bool) -> list[v1.SessionNotification]:
+        return [{"sessionId": session_id, "update": update} for update in self.render(event, replay)]
+
+    def render(self, event: SessionEvent, replay: bool = False) -> list[v1.SessionUpdate]:
         if isinstance(event, UserMessageSent):
             if not replay:
                 return []  # the client already shows what its user typed
-            return [
-                {"sessionUpdate": "user_message_chunk", "content": content_block(b)} for b in event.content
-            ]
+            return [{"sessionUpdate": "user_message_chunk", "content": content_block(b)} for b in event.content]
         if isinstance(event, (MessageChunk, WholeMessage)):
-            kind = "agent_thought_chunk" if event.thought else "agent_message_chunk"
-            return [{"sessionUpdate": kind, "content": text_block(event.text)}]
+            if event.thought:
+                return [{"sessionUpdate": "agent_thought_chunk", "content": text_block(event.text)}]
+            return [{"sessionUpdate": "agent_message_chunk", "content": text_block(event.text)}]
         if isinstance(event, ToolCallChanged):
             if event.call.status.is_final:
                 self._terminal_text.pop(event.call.tool_call_id, None)
@@ -87,7 +129,7 @@ class V1Renderer:
                 }
             ]
         if isinstance(event, PlanChanged):
-            entries = [
+            entries: list[v1.PlanEntry] = [
                 {"content": e.content, "priority": e.priority, "status": e.status} for e in event.plan.entries
             ]
             return [{"sessionUpdate": "plan", "entries": entries}]

@@ -1,13 +1,26 @@
-"""Session events rendered as ACP v2 `session/update` payloads (upserts, agent-owned terminals)."""
+"""Session events rendered as ACP v2 `session/update` payloads (upserts, agent-owned terminals).
+
+Every payload is typed with the v2 draft schema's own definitions (`wire_types.v2`).
+"""
 
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
-from term2.adapters.acp.wire_common import content_block, locations, parent_meta, text_block
+from term2.adapters.acp.wire_common import STOP_REASONS, TOOL_KINDS, parent_meta
+from term2.domain.content import ContentBlock, TextBlock
 from term2.domain.diff import git_patch
-from term2.domain.history import DiffOutput, TerminalOutput, TextOutput, ToolCall, ToolOutput
+from term2.domain.history import (
+    DiffOutput,
+    Location,
+    TerminalOutput,
+    TextOutput,
+    ToolCall,
+    ToolOutput,
+    ToolStatus,
+)
+from term2.domain.turn import StopReason
 from term2.ports.updates import (
     MessageChunk,
     PlanChanged,
@@ -20,13 +33,55 @@ from term2.ports.updates import (
     WholeMessage,
 )
 
+if TYPE_CHECKING:
+    from term2.adapters.acp.wire_types import v2
 
-def _tool_content(output: ToolOutput) -> dict[str, Any]:
+STATUSES: dict[ToolStatus, v2.ToolCallStatus] = {
+    ToolStatus.PENDING: "pending",
+    ToolStatus.IN_PROGRESS: "in_progress",
+    ToolStatus.COMPLETED: "completed",
+    ToolStatus.FAILED: "failed",
+    ToolStatus.CANCELLED: "cancelled",
+}
+
+
+def text_block(text: str) -> v2.ContentBlockText:
+    return {"type": "text", "text": text}
+
+
+def content_block(block: ContentBlock) -> v2.ContentBlock:
+    if isinstance(block, TextBlock):
+        return text_block(block.text)
+    return {"type": "resource_link", "uri": block.uri, "name": block.name}
+
+
+def locations(locs: tuple[Location, ...]) -> list[v2.ToolCallLocation]:
+    out: list[v2.ToolCallLocation] = []
+    for loc in locs:
+        item: v2.ToolCallLocation = {"path": loc.path}
+        if loc.line is not None:
+            item["line"] = loc.line
+        out.append(item)
+    return out
+
+
+def _stop_reason(reason: StopReason) -> v2.StopReason:
+    if reason is StopReason.ERROR:
+        # term2's own value ("_term2_error"): v2's stop reasons are open to `_`-prefixed extensions.
+        return cast("v2.StopReason", reason.value)
+    return STOP_REASONS[reason]
+
+
+def _tool_content(output: ToolOutput) -> v2.ToolCallContent:
     if isinstance(output, DiffOutput):
-        operation = "add" if output.old_text is None else "modify"
+        change: v2.DiffChange = (
+            {"operation": "add", "path": output.path}
+            if output.old_text is None
+            else {"operation": "modify", "path": output.path}
+        )
         return {
             "type": "diff",
-            "changes": [{"operation": operation, "path": output.path}],
+            "changes": [change],
             "patch": {"format": "git_patch", "text": git_patch(output.path, output.old_text, output.new_text)},
         }
     if isinstance(output, TerminalOutput):
@@ -35,8 +90,8 @@ def _tool_content(output: ToolOutput) -> dict[str, Any]:
     return {"type": "content", "content": text_block(output.text)}
 
 
-def _terminal_snapshot(output: TerminalOutput, final: bool) -> dict[str, Any]:
-    update: dict[str, Any] = {
+def _terminal_snapshot(output: TerminalOutput, final: bool) -> v2.SessionUpdateTerminalUpdate:
+    update: v2.SessionUpdateTerminalUpdate = {
         "sessionUpdate": "terminal_update",
         "terminalId": output.terminal_id,
         "command": output.command,
@@ -44,7 +99,7 @@ def _terminal_snapshot(output: TerminalOutput, final: bool) -> dict[str, Any]:
     }
     if final:
         update["output"] = {"data": base64.b64encode(output.output.encode("utf-8")).decode("ascii")}
-        status: dict[str, Any] = {}
+        status: v2.TerminalExitStatus = {}
         if output.exit_code is not None:
             status["exitCode"] = output.exit_code
         if output.signal is not None:
@@ -53,39 +108,55 @@ def _terminal_snapshot(output: TerminalOutput, final: bool) -> dict[str, Any]:
     return update
 
 
-def _tool_call(call: ToolCall) -> dict[str, Any]:
-    return {
+def _tool_call(call: ToolCall) -> v2.SessionUpdateToolCallUpdate:
+    update: v2.SessionUpdateToolCallUpdate = {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call.tool_call_id,
         "title": call.title,
-        "kind": call.kind.value,
-        "status": call.status.value,
+        "kind": TOOL_KINDS[call.kind],
+        "status": STATUSES[call.status],
         "rawInput": call.raw_input,
         "content": [_tool_content(c) for c in call.content],
         "locations": locations(call.locations),
-        **parent_meta(call),
     }
+    meta = parent_meta(call)
+    if meta is not None:
+        update["_meta"] = meta
+    return update
+
+
+def _state(event: StateChanged) -> v2.SessionUpdate:
+    if event.state == "running":
+        return {"sessionUpdate": "state_update", "state": "running"}
+    if event.state == "requires_action":
+        return {"sessionUpdate": "state_update", "state": "requires_action"}
+    idle: v2.SessionUpdateStateUpdateIdle = {"sessionUpdate": "state_update", "state": "idle"}
+    if event.stop_reason is not None:
+        idle["stopReason"] = _stop_reason(event.stop_reason)
+    return idle
 
 
 class V2Renderer:
-    def render(self, event: SessionEvent, replay: bool = False) -> list[dict[str, Any]]:
+    def notifications(self, session_id: str, event: SessionEvent, replay: bool) -> list[v2.UpdateSessionNotification]:
+        return [{"sessionId": session_id, "update": update} for update in self.render(event, replay)]
+
+    def render(self, event: SessionEvent, replay: bool = False) -> list[v2.SessionUpdate]:
         if isinstance(event, UserMessageSent):
-            return [
-                {
-                    "sessionUpdate": "user_message",
-                    "messageId": event.message_id,
-                    "content": [content_block(b) for b in event.content],
-                }
-            ]
+            content = [content_block(b) for b in event.content]
+            return [{"sessionUpdate": "user_message", "messageId": event.message_id, "content": content}]
         if isinstance(event, MessageChunk):
-            kind = "agent_thought_chunk" if event.thought else "agent_message_chunk"
-            return [{"sessionUpdate": kind, "messageId": event.message_id, "content": text_block(event.text)}]
+            chunk = text_block(event.text)
+            if event.thought:
+                return [{"sessionUpdate": "agent_thought_chunk", "messageId": event.message_id, "content": chunk}]
+            return [{"sessionUpdate": "agent_message_chunk", "messageId": event.message_id, "content": chunk}]
         if isinstance(event, WholeMessage):
-            kind = "agent_thought" if event.thought else "agent_message"
-            return [{"sessionUpdate": kind, "messageId": event.message_id, "content": [text_block(event.text)]}]
+            whole: list[v2.ContentBlock] = [text_block(event.text)]
+            if event.thought:
+                return [{"sessionUpdate": "agent_thought", "messageId": event.message_id, "content": whole}]
+            return [{"sessionUpdate": "agent_message", "messageId": event.message_id, "content": whole}]
         if isinstance(event, ToolCallChanged):
             final = event.call.status.is_final
-            terminals = [
+            terminals: list[v2.SessionUpdate] = [
                 _terminal_snapshot(c, final) for c in event.call.content if isinstance(c, TerminalOutput)
             ]
             return [*terminals, _tool_call(event.call)]
@@ -93,20 +164,13 @@ class V2Renderer:
             data = base64.b64encode(event.data).decode("ascii")
             return [{"sessionUpdate": "terminal_output_chunk", "terminalId": event.terminal_id, "data": data}]
         if isinstance(event, PlanChanged):
-            entries = [
+            entries: list[v2.PlanEntry] = [
                 {"content": e.content, "priority": e.priority, "status": e.status} for e in event.plan.entries
             ]
-            return [
-                {
-                    "sessionUpdate": "plan_update",
-                    "plan": {"type": "items", "planId": event.plan.plan_id, "entries": entries},
-                }
-            ]
+            plan: v2.PlanUpdateContent = {"type": "items", "planId": event.plan.plan_id, "entries": entries}
+            return [{"sessionUpdate": "plan_update", "plan": plan}]
         if isinstance(event, UsageChanged):
             return [{"sessionUpdate": "usage_update", "used": event.used, "size": event.size}]
         if isinstance(event, StateChanged):
-            update: dict[str, Any] = {"sessionUpdate": "state_update", "state": event.state}
-            if event.stop_reason is not None:
-                update["stopReason"] = event.stop_reason.value
-            return [update]
+            return [_state(event)]
         raise TypeError(f"unknown event {event!r}")

@@ -1149,8 +1149,7 @@ class SessionUpdateCurrentModeUpdate(CurrentModeUpdate):
 
 
 class SessionUpdatePlan(Plan):
-    """The agent's execution plan for complex tasks. See protocol docs: [Agent
-    Plan](https://agentclientprotocol.com/protocol/agent-plan)"""
+    """The agent's execution plan for complex tasks."""
 
     sessionUpdate: Literal["plan"]
 

@@ -1266,8 +1266,7 @@ class SessionUpdatePlanRemoved(PlanRemoved):
 
 
 class SessionUpdatePlanUpdate(PlanUpdate):
-    """A content update for a plan identified by ID. See protocol docs: [Agent
-    Plan](https://agentclientprotocol.com/protocol/v2/draft/agent-plan)"""
+    """A content update for a plan identified by ID."""
 
     sessionUpdate: Literal["plan_update"]
 
