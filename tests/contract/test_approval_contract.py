@@ -18,7 +18,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from term2.ports.llm import ToolCallRequest
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
 from tests.conftest import llm_env
+from tests.fakes.approvers import ScriptedApprover
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess, Message, updates
 
@@ -237,18 +238,6 @@ def acp_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AcpBackend
 # --- (b) a scripted approver with WorkspaceToolbox directly ----------------------
 
 
-@dataclass
-class ScriptedApprover:
-    """The Approver port answered by a script; remembers what it was asked."""
-
-    script: ScriptedAnswer = REJECT_SCRIPTED
-    requests: list[ApprovalRequest] = field(default_factory=list)
-
-    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        self.requests.append(request)
-        return self.script(request)
-
-
 class ScriptedBackend:
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -264,7 +253,7 @@ class ScriptedBackend:
         self.workdir = self.root / f"work-{token}"  # shell commands run here, inside the root
         self.workdir.mkdir()
         self.access = SessionAccess(str(self.root))
-        self.approver = ScriptedApprover()
+        self.approver = ScriptedApprover(REJECT_SCRIPTED)
         self.sandbox = ScriptedSandbox({f"touch ran-{nth}": Script() for nth in (1, 2)})
         self.events: list[SessionEvent] = []
 

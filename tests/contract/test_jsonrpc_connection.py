@@ -1,11 +1,10 @@
-"""JsonRpcConnection driven over an in-memory transport pair with a tiny fake dispatcher."""
+"""JsonRpcConnection driven over an in-memory transport pair with a table dispatcher (tests/fakes)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -16,35 +15,9 @@ from term2.adapters.acp.connection import AfterReply, JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.memory_transport import MemoryTransport
 from term2.ports.transport import LineTooLong
+from tests.fakes.dispatchers import TableDispatcher
 
 pytestmark = pytest.mark.anyio
-
-
-Handler = Callable[[Any], Awaitable[Any]]
-
-
-@dataclass
-class FakeDispatcher:
-    requests: dict[str, Handler] = field(default_factory=dict)
-    notifications: dict[str, Handler] = field(default_factory=dict)
-    inline: frozenset[str] = frozenset()
-    batches: bool = False
-    unbatchable: frozenset[str] = frozenset()
-
-    def request_handler(self, method: str) -> Handler | None:
-        return self.requests.get(method)
-
-    def notification_handler(self, method: str) -> Handler | None:
-        return self.notifications.get(method)
-
-    def is_inline(self, method: str) -> bool:
-        return method in self.inline
-
-    def batches_allowed(self) -> bool:
-        return self.batches
-
-    def batchable(self, method: str) -> bool:
-        return method not in self.unbatchable
 
 
 async def echo(params: Any) -> Any:
@@ -77,7 +50,7 @@ class Client:
 
 @asynccontextmanager
 async def running(
-    dispatcher: FakeDispatcher, transport_wrapper: Callable[[MemoryTransport], Any] | None = None
+    dispatcher: TableDispatcher, transport_wrapper: Callable[[MemoryTransport], Any] | None = None
 ) -> AsyncIterator[tuple[JsonRpcConnection, Client, anyio.abc.TaskGroup]]:
     server_end, client_end = MemoryTransport.pair()
     transport = transport_wrapper(server_end) if transport_wrapper else server_end
@@ -99,7 +72,7 @@ async def test_request_gets_its_result_and_none_becomes_empty_object() -> None:
     async def nothing(params: Any) -> None:
         return None
 
-    async with running(FakeDispatcher({"echo": echo, "nothing": nothing})) as (_, client, _tg):
+    async with running(TableDispatcher({"echo": echo, "nothing": nothing})) as (_, client, _tg):
         await client.call("echo", {"a": 1}, id_=1)
         assert await client.recv() == {"jsonrpc": "2.0", "id": 1, "result": {"echo": {"a": 1}}}
         await client.call("nothing", id_=2)
@@ -113,7 +86,7 @@ async def test_requests_run_concurrently() -> None:
         await release.wait()
         return "slow"
 
-    async with running(FakeDispatcher({"slow": slow, "echo": echo})) as (_, client, _tg):
+    async with running(TableDispatcher({"slow": slow, "echo": echo})) as (_, client, _tg):
         await client.call("slow", id_=1)
         await client.call("echo", [1], id_=2)
         assert await client.recv() == {"jsonrpc": "2.0", "id": 2, "result": {"echo": [1]}}
@@ -123,7 +96,7 @@ async def test_requests_run_concurrently() -> None:
 
 @pytest.mark.parametrize("request_id", [0, "abc", None, -5, ""])
 async def test_ids_are_echoed_exactly(request_id: Any) -> None:
-    async with running(FakeDispatcher({"echo": echo})) as (_, client, _tg):
+    async with running(TableDispatcher({"echo": echo})) as (_, client, _tg):
         await client.call("echo", {}, id_=request_id)
         reply = await client.recv()
     assert "id" in reply and reply["id"] == request_id and type(reply["id"]) is type(request_id)
@@ -143,7 +116,7 @@ async def test_inline_request_finishes_before_the_next_line_is_read() -> None:
         calls.append("ping")
         return {}
 
-    dispatcher = FakeDispatcher({"initialize": init, "ping": ping}, inline=frozenset({"initialize"}))
+    dispatcher = TableDispatcher({"initialize": init, "ping": ping}, inline=frozenset({"initialize"}))
     async with running(dispatcher) as (_, client, _tg):
         await client.call("initialize", id_=0)
         await client.call("ping", id_=1)
@@ -161,7 +134,7 @@ async def test_duplicate_in_flight_id_is_refused() -> None:
         await release.wait()
         return "first"
 
-    async with running(FakeDispatcher({"slow": slow})) as (_, client, _tg):
+    async with running(TableDispatcher({"slow": slow})) as (_, client, _tg):
         await client.call("slow", id_=7)
         await client.call("slow", id_=7)
         duplicate = await client.recv()
@@ -174,7 +147,7 @@ async def test_duplicate_in_flight_id_is_refused() -> None:
 
 
 async def test_parse_error() -> None:
-    async with running(FakeDispatcher()) as (_, client, _tg):
+    async with running(TableDispatcher()) as (_, client, _tg):
         await client.send(b"{not json")
         reply = await client.recv()
     assert reply["id"] is None and reply["error"]["code"] == -32700
@@ -197,7 +170,7 @@ async def test_parse_error() -> None:
     ],
 )
 async def test_invalid_requests(message: Any, reply_id: Any) -> None:
-    async with running(FakeDispatcher({"echo": echo})) as (_, client, _tg):
+    async with running(TableDispatcher({"echo": echo})) as (_, client, _tg):
         await client.send(message)
         reply = await client.recv()
     assert reply["jsonrpc"] == "2.0"
@@ -206,7 +179,7 @@ async def test_invalid_requests(message: Any, reply_id: Any) -> None:
 
 
 async def test_method_not_found() -> None:
-    async with running(FakeDispatcher()) as (_, client, _tg):
+    async with running(TableDispatcher()) as (_, client, _tg):
         await client.call("no/such", id_=9)
         reply = await client.recv()
     assert reply["id"] == 9 and reply["error"]["code"] == -32601
@@ -230,7 +203,7 @@ async def test_oversized_line_is_answered_and_serving_continues() -> None:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    async with running(FakeDispatcher({"echo": echo}), TooLongOnce) as (_, client, _tg):
+    async with running(TableDispatcher({"echo": echo}), TooLongOnce) as (_, client, _tg):
         first = await client.recv()
         assert first["id"] is None and first["error"]["code"] == -32600
         assert "exceeds" in first["error"]["message"]
@@ -247,7 +220,7 @@ async def test_notifications_get_no_reply_and_unknown_ones_are_ignored() -> None
     async def broken(params: Any) -> None:
         raise ValueError("boom")
 
-    dispatcher = FakeDispatcher({"echo": echo}, notifications={"note": note, "broken": broken})
+    dispatcher = TableDispatcher({"echo": echo}, notifications={"note": note, "broken": broken})
     with capture_logs() as logs:
         async with running(dispatcher) as (_, client, _tg):
             await client.notify("note", {"n": 1})
@@ -267,7 +240,7 @@ async def test_handler_rpc_error_keeps_its_code_message_and_data() -> None:
     async def refuse(params: Any) -> Any:
         raise RpcError(-32602, "bad params", data={"field": "cwd"})
 
-    async with running(FakeDispatcher({"refuse": refuse})) as (_, client, _tg):
+    async with running(TableDispatcher({"refuse": refuse})) as (_, client, _tg):
         await client.call("refuse", id_=3)
         reply = await client.recv()
     assert reply == {
@@ -282,7 +255,7 @@ async def test_handler_crash_is_an_internal_error_and_serving_continues() -> Non
         raise ValueError("kaput")
 
     with capture_logs() as logs:
-        async with running(FakeDispatcher({"crash": crash, "echo": echo})) as (_, client, _tg):
+        async with running(TableDispatcher({"crash": crash, "echo": echo})) as (_, client, _tg):
             await client.call("crash", id_=1)
             reply = await client.recv()
             assert reply["id"] == 1 and reply["error"]["code"] == -32603
@@ -305,7 +278,7 @@ async def test_cancel_request_cancels_an_in_flight_handler() -> None:
         finally:
             cancelled.set()
 
-    async with running(FakeDispatcher({"forever": forever, "echo": echo})) as (_, client, _tg):
+    async with running(TableDispatcher({"forever": forever, "echo": echo})) as (_, client, _tg):
         await client.call("forever", id_="job")
         await started.wait()
         await client.notify("$/cancel_request", {"requestId": "other"})  # unknown id: ignored
@@ -321,7 +294,7 @@ async def test_cancel_request_cancels_an_in_flight_handler() -> None:
 
 
 async def test_outgoing_request_is_correlated_by_id_and_stray_answers_ignored() -> None:
-    async with running(FakeDispatcher()) as (connection, client, tg):
+    async with running(TableDispatcher()) as (connection, client, tg):
         results: list[Any] = []
 
         async def ask() -> None:
@@ -341,7 +314,7 @@ async def test_outgoing_request_is_correlated_by_id_and_stray_answers_ignored() 
 
 
 async def test_outgoing_requests_get_distinct_ids_and_error_answers_raise() -> None:
-    async with running(FakeDispatcher()) as (connection, client, tg):
+    async with running(TableDispatcher()) as (connection, client, tg):
         outcomes: dict[str, Any] = {}
 
         async def ask(name: str) -> None:
@@ -361,7 +334,7 @@ async def test_outgoing_requests_get_distinct_ids_and_error_answers_raise() -> N
 
 
 async def test_cancelling_an_outgoing_request_withdraws_it() -> None:
-    async with running(FakeDispatcher()) as (connection, client, tg):
+    async with running(TableDispatcher()) as (connection, client, tg):
         scope = anyio.CancelScope()
 
         async def ask() -> None:
@@ -377,7 +350,7 @@ async def test_cancelling_an_outgoing_request_withdraws_it() -> None:
 
 async def test_peer_disconnect_fails_pending_outgoing_requests() -> None:
     server_end, client_end = MemoryTransport.pair()
-    connection = JsonRpcConnection(server_end, FakeDispatcher())
+    connection = JsonRpcConnection(server_end, TableDispatcher())
     errors: list[BaseException] = []
 
     async def ask() -> None:
@@ -409,7 +382,7 @@ async def test_after_reply_continuation_runs_after_the_reply_is_sent() -> None:
 
         return AfterReply({"ack": True}, then)
 
-    async with running(FakeDispatcher({"session/prompt": prompt})) as (connection, client, _tg):
+    async with running(TableDispatcher({"session/prompt": prompt})) as (connection, client, _tg):
         holder["connection"] = connection
         await client.call("session/prompt", {}, id_=4)
         assert await client.recv() == {"jsonrpc": "2.0", "id": 4, "result": {"ack": True}}
@@ -425,7 +398,7 @@ async def test_batch_is_answered_with_one_array() -> None:
     async def note(params: Any) -> None:
         seen.append(params)
 
-    dispatcher = FakeDispatcher(
+    dispatcher = TableDispatcher(
         {"echo": echo, "session/prompt": echo},
         notifications={"note": note},
         batches=True,
@@ -460,7 +433,7 @@ async def test_empty_batch_and_notification_only_batch() -> None:
     async def note(params: Any) -> None:
         seen.append(params)
 
-    dispatcher = FakeDispatcher({"echo": echo}, notifications={"note": note}, batches=True)
+    dispatcher = TableDispatcher({"echo": echo}, notifications={"note": note}, batches=True)
     async with running(dispatcher) as (_, client, _tg):
         await client.send([])
         empty = await client.recv()

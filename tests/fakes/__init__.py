@@ -1,1 +1,1 @@
-"""Test doubles that stand in for the outside world (LLM providers, ...)."""
+"""Test doubles for the outside world and for ports: the LLM server, approvers, sandboxes, sinks, peers."""

@@ -586,7 +586,7 @@ class _AnthropicEmitter:
         del include_usage  # Anthropic always reports usage
         reply = self.reply
         inp, _ = _usage(reply, 0)
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_fake_{self.rec.index}",
             "type": "message",
             "role": "assistant",

@@ -19,36 +19,13 @@ from term2.adapters.sandbox.scripted import ScriptedSandbox
 from term2.adapters.store.memory_store import InMemorySessionStore
 from term2.app.config import Settings
 from term2.app.entrypoints.container import Container, build_container
-from term2.domain.approval import Choice
 from term2.domain.content import TextBlock
 from term2.domain.history import AgentMessage, ToolCall, ToolStatus, UserMessage
 from term2.domain.turn import FinishReason, StopReason
-from term2.ports.approval import ApprovalDecision, ApprovalRequest
 from term2.ports.llm import Finished, ProviderUnreachable, TextDelta
-from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, ToolCallChanged
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.events: list[SessionEvent] = []
-
-    async def send(self, session_id: str, event: SessionEvent) -> None:
-        self.events.append(event)
-
-
-class Approver:
-    def __init__(self, choice: Choice | None) -> None:
-        self.choice = choice
-        self.requests: list[ApprovalRequest] = []
-
-    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        self.requests.append(request)
-        return ApprovalDecision(self.choice, None if self.choice else "rejected")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+from term2.ports.updates import MessageChunk, StateChanged, ToolCallChanged
+from tests.fakes.approvers import REJECTED, FixedApprover
+from tests.fakes.sinks import RecordingSink
 
 
 def container_with(llm: ScriptedProvider, settings: Settings | None = None) -> Container:
@@ -60,7 +37,7 @@ def container_with(llm: ScriptedProvider, settings: Settings | None = None) -> C
 
 
 async def _run(
-    container: Container, workspace: Path, text: str, approver: Approver
+    container: Container, workspace: Path, text: str, approver: FixedApprover
 ) -> tuple[StopReason, RecordingSink]:
     opened = await container.sessions().new(str(workspace))
     prompts = container.prompts()
@@ -74,7 +51,7 @@ async def _run(
 async def test_a_turn_streams_records_and_ends_idle(tmp_path: Path) -> None:
     llm = ScriptedProvider([text_response("Hello", "Hel", "lo")])
     container = container_with(llm)
-    stop, sink = await _run(container, tmp_path, "hi", Approver(None))
+    stop, sink = await _run(container, tmp_path, "hi", FixedApprover(REJECTED))
     assert stop is StopReason.END_TURN
     chunks = [e.text for e in sink.events if isinstance(e, MessageChunk)]
     assert chunks == ["Hel", "lo"]
@@ -95,7 +72,7 @@ async def test_tool_results_feed_back_and_a_denied_edit_fails_without_writing(tm
     target = outside / "x.txt"
     args = json.dumps({"path": str(target), "content": "nope"})
     llm = ScriptedProvider([tool_call_response(("c1", "write_file", args)), text_response("ok")])
-    approver = Approver(None)
+    approver = FixedApprover(REJECTED)
     stop, sink = await _run(container_with(llm), tmp_path, "write outside", approver)
     assert stop is StopReason.END_TURN
     assert len(approver.requests) == 1 and not target.exists()
@@ -110,7 +87,7 @@ async def test_the_request_cap_stops_a_looping_model(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
     read = json.dumps({"path": "a.txt"})
     llm = ScriptedProvider([tool_call_response((f"c{n}", "read_file", read)) for n in range(5)])
-    stop, _ = await _run(container_with(llm), tmp_path, "loop", Approver(None))
+    stop, _ = await _run(container_with(llm), tmp_path, "loop", FixedApprover(REJECTED))
     assert stop is StopReason.MAX_TURN_REQUESTS
     assert len(llm.requests) == 3
 
@@ -122,14 +99,14 @@ async def test_the_request_cap_stops_a_looping_model(tmp_path: Path) -> None:
 )
 async def test_finish_reasons_map_to_stop_reasons(tmp_path: Path, finish: FinishReason, expected: StopReason) -> None:
     llm = ScriptedProvider([[TextDelta("cut"), Finished(finish)]])
-    stop, _ = await _run(container_with(llm), tmp_path, "x", Approver(None))
+    stop, _ = await _run(container_with(llm), tmp_path, "x", FixedApprover(REJECTED))
     assert stop is expected
 
 
 @pytest.mark.anyio
 async def test_a_provider_failure_ends_with_term2_error_and_tells_the_user(tmp_path: Path) -> None:
     llm = ScriptedProvider([[TextDelta("partial "), ProviderUnreachable("cannot reach the model")]])
-    stop, sink = await _run(container_with(llm), tmp_path, "x", Approver(None))
+    stop, sink = await _run(container_with(llm), tmp_path, "x", FixedApprover(REJECTED))
     assert stop is StopReason.ERROR
     texts = [e.text for e in sink.events if isinstance(e, MessageChunk)]
     assert texts[0] == "partial " and "cannot reach the model" in texts[-1]
@@ -145,7 +122,7 @@ async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
     turn = prompts.admit(opened.session.session_id)
     sink = RecordingSink()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: prompts.run(turn, (TextBlock("go"),), sink, Approver(None)))
+        tg.start_soon(lambda: prompts.run(turn, (TextBlock("go"),), sink, FixedApprover(REJECTED)))
         await anyio.sleep(0.2)
         prompts.cancel(opened.session.session_id)
     assert sink.events[-1] == StateChanged("idle", StopReason.CANCELLED)
@@ -156,6 +133,6 @@ async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
 async def test_no_model_configured_is_a_readable_failure(tmp_path: Path) -> None:
     container = build_container(Settings(), {})
     container.store.override(providers.Singleton(InMemorySessionStore))
-    stop, sink = await _run(container, tmp_path, "x", Approver(None))
+    stop, sink = await _run(container, tmp_path, "x", FixedApprover(REJECTED))
     assert stop is StopReason.ERROR
     assert any("no model configured" in e.text for e in sink.events if isinstance(e, MessageChunk))

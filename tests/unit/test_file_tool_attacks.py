@@ -35,7 +35,9 @@ from term2.domain.history import ToolKind, ToolStatus
 from term2.domain.workspace import Access, SessionAccess
 from term2.ports.approval import ApprovalDecision
 from term2.ports.llm import ToolSpec
-from tests.unit.test_tools import FakeApprover, FakeSandbox, Harness
+from tests.fakes.approvers import FixedApprover
+from tests.fakes.sandboxes import CannedSandbox
+from tests.unit.test_tools import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +52,7 @@ def h(tmp_path: Path) -> Harness:
     outside.mkdir()
     (outside / "victim.txt").write_text("precious outside\n")
     (root / "sub").mkdir()
-    return Harness(root, outside, FakeApprover(), FakeSandbox(), SessionAccess(str(root)))
+    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
 
 
 def point_sub_outside(h: Harness) -> None:

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +37,8 @@ from term2.ports.approval import ApprovalDecision, ApprovalRequest, Approver
 from term2.ports.llm import ToolCallRequest
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
+from tests.fakes.permission_client import GrantingClient
+from tests.fakes.sinks import RecordingSink
 from tests.support.schemas import validate_outgoing
 
 pytestmark = pytest.mark.anyio
@@ -252,28 +255,6 @@ async def test_nested_calls_are_their_own_tool_calls_linked_to_the_parent(h: Har
 # --- denial when no interaction resolves -------------------------------------------------
 
 
-@dataclass
-class FakeConnection:
-    """The client's side of session/request_permission; `during` runs while the request is pending."""
-
-    registry: SessionRegistry
-    during: Callable[[SessionRegistry], None] = lambda _registry: None
-    sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
-        self.sent.append((method, params))
-        self.during(self.registry)
-        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
-
-
-@dataclass
-class FakeSink:
-    events: list[tuple[str, SessionEvent]] = field(default_factory=list)
-
-    async def send(self, session_id: str, event: SessionEvent) -> None:
-        self.events.append((session_id, event))
-
-
 def live_session(registry: SessionRegistry, root: Path) -> OpenSession:
     now = datetime.now(UTC)
     opened = registry.attach(Session(SESSION, str(root), now, now))
@@ -334,8 +315,8 @@ async def test_nested_approval_without_a_resolvable_interaction_is_denied(h: Har
     before, during, reason, client_asked = SETUPS[case]
     registry = SessionRegistry()
     before(registry, h.root)
-    connection = FakeConnection(registry, during)
-    h.approvals.delegate = AcpApprover(cast(Any, connection), version, cast(Any, FakeSink()), registry)
+    connection = GrantingClient(partial(during, registry))
+    h.approvals.delegate = AcpApprover(cast(Any, connection), version, cast(Any, RecordingSink()), registry)
     target = h.outside / "denied.txt"
     seen: list[dict[str, Any]] = []
 
@@ -362,8 +343,8 @@ async def test_nested_approval_without_a_resolvable_interaction_is_denied(h: Har
 async def test_nested_approval_with_a_live_interaction_is_allowed(h: Harness) -> None:
     registry = SessionRegistry()
     live_session(registry, h.root)
-    connection = FakeConnection(registry)
-    h.approvals.delegate = AcpApprover(cast(Any, connection), 2, cast(Any, FakeSink()), registry)
+    connection = GrantingClient()
+    h.approvals.delegate = AcpApprover(cast(Any, connection), 2, cast(Any, RecordingSink()), registry)
     target = h.outside / "allowed.txt"
 
     await h.run(program(lambda wire: wire.call("write_file", path=str(target), content="yes\n") and None))

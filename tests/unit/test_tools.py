@@ -1,4 +1,4 @@
-"""The built-in tools, driven through WorkspaceToolbox with small in-test fakes.
+"""The built-in tools, driven through WorkspaceToolbox with the fakes in tests/fakes.
 
 Every denial path asserts that nothing was written and no command ran; every
 call asserts the statuses the client saw and the ones the history recorded.
@@ -29,18 +29,18 @@ from term2.domain.history import (
     ToolStatus,
 )
 from term2.domain.workspace import SessionAccess
-from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
+from term2.ports.approval import ApprovalDecision, DenialReason
 from term2.ports.llm import ToolCallRequest
 from term2.ports.sandbox import (
     CommandRequest,
     CommandResult,
-    OutputSink,
     SandboxFailed,
-    SandboxStatus,
     SandboxUnavailable,
 )
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, TerminalChunk, ToolCallChanged
+from tests.fakes.approvers import FixedApprover
+from tests.fakes.sandboxes import CannedSandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -55,63 +55,12 @@ DENIALS: tuple[DenialReason, ...] = (
 )
 
 
-# --- fakes -------------------------------------------------------------------
-
-
-@dataclass
-class FakeApprover:
-    """Answers every request the same way and remembers what was asked."""
-
-    answer: ApprovalDecision | Exception | None = None
-    hang: bool = False
-    requests: list[ApprovalRequest] = field(default_factory=list)
-
-    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        self.requests.append(request)
-        if self.hang:
-            await anyio.sleep_forever()
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        if self.answer is None:
-            return ApprovalDecision(Choice.ALLOW_ONCE)
-        return self.answer
-
-
-@dataclass
-class FakeSandbox:
-    """Records commands; streams `chunks`, then returns `result` or raises `error`."""
-
-    result: CommandResult = field(
-        default_factory=lambda: CommandResult(0, None, b"ok\n", False, False)
-    )
-    chunks: tuple[bytes, ...] = (b"ok\n",)
-    error: Exception | None = None
-    hang: bool = False
-    commands: list[CommandRequest] = field(default_factory=list)
-
-    async def run(
-        self, request: CommandRequest, on_output: OutputSink | None = None
-    ) -> CommandResult:
-        if self.error is not None:
-            raise self.error
-        self.commands.append(request)
-        for chunk in self.chunks:
-            if on_output is not None:
-                await on_output(chunk)
-        if self.hang:
-            await anyio.sleep_forever()
-        return self.result
-
-    async def status(self) -> SandboxStatus:
-        return SandboxStatus(True, "fake")
-
-
 @dataclass
 class Harness:
     root: Path
     outside: Path
-    approver: FakeApprover
-    sandbox: FakeSandbox
+    approver: FixedApprover
+    sandbox: CannedSandbox
     access: SessionAccess
     events: list[SessionEvent] = field(default_factory=list)
     records: list[HistoryEntry] = field(default_factory=list)
@@ -158,7 +107,7 @@ def h(tmp_path: Path) -> Harness:
     root = Path(os.path.realpath(root))
     outside = Path(os.path.realpath(outside))
     return Harness(
-        root, outside, FakeApprover(), FakeSandbox(), SessionAccess(str(root))
+        root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root))
     )
 
 
