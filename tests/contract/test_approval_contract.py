@@ -27,7 +27,7 @@ import pytest
 
 from term2.adapters.sandbox.scripted import Script, ScriptedSandbox
 from term2.app.tools.toolbox import WorkspaceToolbox
-from term2.domain.approval import Choice, OptionKind
+from term2.domain.approval import Choice, OptionKind, is_allow
 from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalDecision, ApprovalRequest
@@ -76,6 +76,11 @@ def scripted_fixed(decision: ApprovalDecision) -> ScriptedAnswer:
     return lambda _request: decision
 
 
+def scripted_unoffered_allow(request: ApprovalRequest) -> ApprovalDecision:
+    offered = {option.choice for option in request.options}
+    return ApprovalDecision(next(choice for choice in Choice if is_allow(choice) and choice not in offered))
+
+
 def scripted_raises(_request: ApprovalRequest) -> ApprovalDecision:
     raise RuntimeError("the approval dialog crashed")
 
@@ -99,8 +104,8 @@ CASES: dict[str, Case] = {
     ),
     "unknown_option": Case(
         wire_fixed({"outcome": {"outcome": "selected", "optionId": "allow-everything"}}),
-        # An allow choice that was never offered must not count either.
-        scripted_fixed(ApprovalDecision(Choice.UNSANDBOXED_ONCE)),
+        # An allow choice that was not offered must not count either.
+        scripted_unoffered_allow,
         runs=False,
     ),
     "malformed": Case(

@@ -518,10 +518,10 @@ async def test_every_denial_runs_no_command(h: Harness, reason: DenialReason) ->
 @pytest.mark.parametrize(
     "answer",
     [
-        ApprovalDecision(Choice.UNSANDBOXED_ONCE),  # never offered
-        ApprovalDecision(Choice.ALLOW_REMEMBER),  # never offered
         ApprovalDecision(Choice.ALLOW_EDIT_FILE_SESSION),  # not offered for execute
+        ApprovalDecision(Choice.ALLOW_EDIT_FOLDER_SESSION),  # not offered for execute
         ApprovalDecision(Choice.REJECT),  # a reject passed as a "choice"
+        ApprovalDecision(Choice.DENY),  # never offered, and a reject anyway
         ApprovalDecision(None),  # no choice, no reason
         RuntimeError("transport broke"),
     ],
@@ -548,7 +548,7 @@ async def test_shell_asks_every_time_without_a_grant(h: Harness) -> None:
     assert request.title == f"Allow running `ls` in {h.root}?"
     assert request.command is not None
     assert (request.command.command, request.command.cwd) == ("ls", str(h.root))
-    assert Choice.UNSANDBOXED_ONCE not in {o.choice for o in request.options}
+    assert [o.choice for o in request.options] == [Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT]
 
 
 async def test_shell_folder_grant_sticks(h: Harness) -> None:

@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from term2.domain.approval import (
+    CHOICE_NAMES,
+    PERMISSION_KINDS,
     Choice,
     OptionKind,
     PermissionOption,
     is_allow,
     offered_options,
-    resolution,
 )
 from term2.domain.history import (
     AgentMessage,
@@ -143,10 +144,8 @@ def test_tool_status_finality() -> None:
 # -- approval -------------------------------------------------------------------------
 
 
-def test_offered_options_drop_interactive_only_choices_and_keep_order() -> None:
-    offered = offered_options(
-        (Choice.UNSANDBOXED_ONCE, Choice.ALLOW_ONCE, Choice.ALLOW_REMEMBER, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT)
-    )
+def test_offered_options_keep_the_order_with_each_kind_and_name() -> None:
+    offered = offered_options((Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT))
     assert offered == (
         PermissionOption(Choice.ALLOW_ONCE, OptionKind.ALLOW_ONCE, "Allow once"),
         PermissionOption(Choice.ALLOW_FOLDER_SESSION, OptionKind.ALLOW_ALWAYS, "Allow for this folder (session)"),
@@ -154,29 +153,23 @@ def test_offered_options_drop_interactive_only_choices_and_keep_order() -> None:
     )
 
 
-def test_every_offerable_choice_has_a_name() -> None:
-    offered = offered_options(tuple(Choice))
-    assert {o.choice for o in offered} == set(Choice) - {Choice.UNSANDBOXED_ONCE, Choice.ALLOW_REMEMBER}
-    assert all(o.name for o in offered)
+def test_every_choice_has_a_kind_and_a_name() -> None:
+    assert set(PERMISSION_KINDS) == set(CHOICE_NAMES) == set(Choice)
+    assert all(CHOICE_NAMES.values())
 
 
 @pytest.mark.parametrize(
-    ("choice", "answer", "allowed"),
+    ("choice", "allowed"),
     [
-        (Choice.APPROVE, "y", True),
-        (Choice.ALLOW_ONCE, "y", True),
-        (Choice.ALLOW_FOLDER_SESSION, "allow-folder-session", True),
-        (Choice.ALLOW_EDIT_FILE_SESSION, "allow-edit-file-session", True),
-        (Choice.ALLOW_EDIT_FOLDER_SESSION, "allow-edit-folder-session", True),
-        (Choice.REJECT, "n", False),
-        (Choice.DENY, "n", False),
-        # never offered, so an answer naming them grants nothing
-        (Choice.UNSANDBOXED_ONCE, "n", False),
-        (Choice.ALLOW_REMEMBER, "n", False),
+        (Choice.ALLOW_ONCE, True),
+        (Choice.ALLOW_FOLDER_SESSION, True),
+        (Choice.ALLOW_EDIT_FILE_SESSION, True),
+        (Choice.ALLOW_EDIT_FOLDER_SESSION, True),
+        (Choice.REJECT, False),
+        (Choice.DENY, False),
     ],
 )
-def test_resolution_and_is_allow(choice: Choice, answer: str, allowed: bool) -> None:
-    assert resolution(choice) == answer
+def test_is_allow(choice: Choice, allowed: bool) -> None:
     assert is_allow(choice) is allowed
 
 

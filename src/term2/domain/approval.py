@@ -1,7 +1,8 @@
 """Approval choices and what an answer grants.
 
-Only choices with a client-facing kind are ever offered. The interactive-only
-choices exist so that the filter is explicit and tested, not implied.
+There is no choice that runs a command unsandboxed or remembers an approval
+past the open session: what cannot be chosen cannot be offered, nor answered.
+Every choice maps to one ACP option kind; `reject_always` is never one of them.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from enum import StrEnum
 
 
 class Choice(StrEnum):
-    APPROVE = "approve"
     ALLOW_ONCE = "allow-once"
     ALLOW_FOLDER_SESSION = "allow-folder-session"
     ALLOW_EDIT_FILE_SESSION = "allow-edit-file-session"
     ALLOW_EDIT_FOLDER_SESSION = "allow-edit-folder-session"
     REJECT = "reject"
     DENY = "deny"
-    UNSANDBOXED_ONCE = "unsandboxed-once"
-    ALLOW_REMEMBER = "allow-remember"
 
 
 class OptionKind(StrEnum):
@@ -29,7 +27,6 @@ class OptionKind(StrEnum):
 
 
 PERMISSION_KINDS: dict[Choice, OptionKind] = {
-    Choice.APPROVE: OptionKind.ALLOW_ONCE,
     Choice.ALLOW_ONCE: OptionKind.ALLOW_ONCE,
     Choice.ALLOW_FOLDER_SESSION: OptionKind.ALLOW_ALWAYS,
     Choice.ALLOW_EDIT_FILE_SESSION: OptionKind.ALLOW_ALWAYS,
@@ -39,7 +36,6 @@ PERMISSION_KINDS: dict[Choice, OptionKind] = {
 }
 
 CHOICE_NAMES: dict[Choice, str] = {
-    Choice.APPROVE: "Approve",
     Choice.ALLOW_ONCE: "Allow once",
     Choice.ALLOW_FOLDER_SESSION: "Allow for this folder (session)",
     Choice.ALLOW_EDIT_FILE_SESSION: "Allow edits to this file (session)",
@@ -57,22 +53,8 @@ class PermissionOption:
 
 
 def offered_options(choices: tuple[Choice, ...]) -> tuple[PermissionOption, ...]:
-    """Map choices to client options, dropping every choice without an ACP kind."""
-    return tuple(
-        PermissionOption(choice, PERMISSION_KINDS[choice], CHOICE_NAMES[choice])
-        for choice in choices
-        if choice in PERMISSION_KINDS
-    )
-
-
-def resolution(choice: Choice) -> str:
-    """What the session receives for an answer: y, n, or the session-scoped choice id."""
-    kind = PERMISSION_KINDS.get(choice)
-    if kind is OptionKind.ALLOW_ONCE:
-        return "y"
-    if kind is OptionKind.ALLOW_ALWAYS:
-        return choice.value
-    return "n"
+    """The client options for `choices`, in order, each with its ACP kind and name."""
+    return tuple(PermissionOption(choice, PERMISSION_KINDS[choice], CHOICE_NAMES[choice]) for choice in choices)
 
 
 def is_allow(choice: Choice | None) -> bool:

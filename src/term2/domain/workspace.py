@@ -96,9 +96,8 @@ class Workspace:
                 Choice.ALLOW_EDIT_FILE_SESSION,
                 Choice.ALLOW_EDIT_FOLDER_SESSION,
                 Choice.REJECT,
-                Choice.ALLOW_REMEMBER,
             )
-        return (Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT, Choice.UNSANDBOXED_ONCE)
+        return (Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT)
 
     def granted(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> Workspace:
         """Record an allow-always answer; files grant themselves, folders their folder."""

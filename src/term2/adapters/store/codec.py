@@ -1,4 +1,4 @@
-"""JSON and column encodings for sessions and history entries.
+"""JSON and column encodings for history entries, and the timestamps of sessions.
 
 The domain stays free of pydantic: the schemas here are derived from the
 domain dataclasses by pydantic's ``TypeAdapter``, so a new field on a domain
@@ -32,9 +32,7 @@ from term2.domain.session import Session
 __all__ = [
     "CodecError",
     "decode_entry",
-    "decode_session",
     "encode_entry",
-    "encode_session",
     "from_micros",
     "normalise_session",
     "to_micros",
@@ -46,7 +44,6 @@ _MICROSECOND: Final = timedelta(microseconds=1)
 _ENTRY_ADAPTER: Final[TypeAdapter[HistoryEntry]] = TypeAdapter(
     Annotated[HistoryEntry, Field(discriminator="entry")]
 )
-_SESSION_ADAPTER: Final[TypeAdapter[Session]] = TypeAdapter(Session)
 
 
 class CodecError(ValueError):
@@ -91,17 +88,3 @@ def decode_entry(document: str | bytes) -> HistoryEntry:
         return _ENTRY_ADAPTER.validate_json(document)
     except ValidationError as exc:
         raise CodecError(f"stored history entry does not decode: {exc}") from exc
-
-
-def encode_session(session: Session) -> str:
-    """Compact JSON for a session, timestamps as ISO 8601 in UTC."""
-    return _SESSION_ADAPTER.dump_json(normalise_session(session)).decode()
-
-
-def decode_session(document: str | bytes) -> Session:
-    """The session stored as ``document``, with tz-aware UTC timestamps."""
-    try:
-        session = _SESSION_ADAPTER.validate_json(document)
-        return normalise_session(session)
-    except (ValidationError, ValueError) as exc:
-        raise CodecError(f"stored session does not decode: {exc}") from exc

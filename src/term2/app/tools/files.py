@@ -15,10 +15,6 @@ def looks_binary(head: bytes) -> bool:
     return b"\x00" in head[:SNIFF_BYTES]
 
 
-def count_lines(text: str) -> int:
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
 def human_size(size: int) -> str:
     if size < 1024:
         return f"{size} B"
