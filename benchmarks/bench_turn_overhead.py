@@ -76,7 +76,7 @@ async def main(runs: int) -> list[float]:
     async def methods(connection: JsonRpcConnection, version: int) -> SessionMethods:
         sink = AcpUpdateSink(connection, V2Renderer())
         c = container
-        return SessionMethods(c.sessions(), c.prompts(), c.registry(), connection, version, sink)
+        return SessionMethods(c.sessions(), c.prompts(), connection, version, sink)
 
     server = AcpServer(AgentInfo("term2", "term2", "bench"), True, methods)
     server.initialized(2)

@@ -37,6 +37,7 @@ from term2.ports.updates import SessionEvent, ToolCallChanged
 from tests.conftest import llm_env
 from tests.fakes.approvers import ScriptedApprover
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
+from tests.fakes.turns import live_turn
 from tests.support.acp_process import AcpProcess, Message, updates
 
 WARM_UP_TIMEOUT = 180.0  # the first prompt of the process imports litellm
@@ -272,7 +273,7 @@ class ScriptedBackend:
         async def record(_entry: HistoryEntry) -> None:
             pass
 
-        ctx = ToolContext("sess-scripted", self.access, self.approver, self.sandbox, emit, record)
+        ctx = ToolContext("sess-scripted", self.access, self.approver, self.sandbox, emit, record, live_turn())
         name, args = self.subject.call(self.workdir, self.outside, nth)
         request = ToolCallRequest(f"call-{nth}", name, json.dumps(args))
         anyio.run(self.toolbox.execute, request, ctx)

@@ -33,6 +33,7 @@ from term2.ports.llm import ToolCallRequest
 from term2.ports.sandbox import Sandbox
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
+from tests.fakes.turns import live_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -291,7 +292,8 @@ class Harness:
                     return ApprovalDecision(Choice.ALLOW_ONCE)  # running the program itself
                 return case.nested(request)
 
-        ctx = ToolContext("sess-contract", SessionAccess(str(self.root)), Approvals(), self.sandbox, emit, record)
+        access = SessionAccess(str(self.root))
+        ctx = ToolContext("sess-contract", access, Approvals(), self.sandbox, emit, record, live_turn())
         args: dict[str, Any] = {"code": code}
         if case.timeout is not None:
             args["timeout"] = case.timeout

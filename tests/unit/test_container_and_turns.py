@@ -126,7 +126,7 @@ async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
         await anyio.sleep(0.2)
         prompts.cancel(opened.session.session_id)
     assert sink.events[-1] == StateChanged("idle", StopReason.CANCELLED)
-    assert not turn.busy and turn.settled.is_set()
+    assert not turn.turn.busy and turn.turn.settled
 
 
 @pytest.mark.anyio

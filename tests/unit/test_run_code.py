@@ -14,7 +14,6 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -24,14 +23,13 @@ import pytest
 
 from term2.adapters.acp.approval_bridge import AcpApprover, v1_params, v2_params
 from term2.adapters.sandbox.scripted import Script, ScriptedSandbox
-from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.bridge import MAX_MESSAGE_BYTES
 from term2.app.tools.run_code import OUTPUT_LIMIT
 from term2.app.tools.run_code_program import launcher_command
+from term2.app.turn import Turn
 from term2.domain.approval import Choice
 from term2.domain.history import HistoryEntry, ToolCall, ToolKind, ToolStatus
-from term2.domain.session import Session
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, Approver
 from term2.ports.llm import ToolCallRequest
@@ -129,6 +127,12 @@ class Approvals:
         return [r for r in self.requests if r.tool_call.tool_call_id != PARENT]
 
 
+def live_turn() -> Turn:
+    turn = Turn()
+    turn.admit(SESSION)
+    return turn
+
+
 @dataclass
 class Harness:
     root: Path
@@ -137,6 +141,7 @@ class Harness:
     sandbox: ScriptedSandbox = field(default_factory=ScriptedSandbox)
     events: list[SessionEvent] = field(default_factory=list)
     records: list[HistoryEntry] = field(default_factory=list)
+    turn: Turn = field(default_factory=live_turn)
 
     async def run(
         self, fn: ProgramFn, *, exit_code: int = 0, notices: tuple[str, ...] = (), **args: object
@@ -149,7 +154,8 @@ class Harness:
         async def record(entry: HistoryEntry) -> None:
             self.records.append(entry)
 
-        ctx = ToolContext(SESSION, SessionAccess(str(self.root)), self.approvals, self.sandbox, emit, record)
+        access = SessionAccess(str(self.root))
+        ctx = ToolContext(SESSION, access, self.approvals, self.sandbox, emit, record, self.turn)
         request = ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE, **args}))
         with anyio.fail_after(30):
             return await WorkspaceToolbox().execute(request, ctx)
@@ -255,72 +261,32 @@ async def test_nested_calls_are_their_own_tool_calls_linked_to_the_parent(h: Har
 # --- denial when no interaction resolves -------------------------------------------------
 
 
-def live_session(registry: SessionRegistry, root: Path) -> OpenSession:
-    now = datetime.now(UTC)
-    opened = registry.attach(Session(SESSION, str(root), now, now))
-    opened.busy = True
-    return opened
-
-
-def bump(registry: SessionRegistry) -> None:
-    opened = registry.get(SESSION)
-    assert opened is not None
-    opened.revision += 1
-
-
-def detach(registry: SessionRegistry) -> None:
-    registry.detach(SESSION)
-
-
-def idle(registry: SessionRegistry) -> None:
-    opened = registry.get(SESSION)
-    assert opened is not None
-    opened.busy = False
-
-
-def nothing(_registry: SessionRegistry) -> None:
+def nothing(_turn: Turn) -> None:
     return None
 
 
-def attached_but_idle(registry: SessionRegistry, root: Path) -> None:
-    live_session(registry, root)
-    idle(registry)
-
-
-def never_attached(_registry: SessionRegistry, _root: Path) -> None:
-    return None
-
-
-def detached_before(registry: SessionRegistry, root: Path) -> None:
-    live_session(registry, root)
-    detach(registry)
-
-
-Before = Callable[[SessionRegistry, Path], object]
-During = Callable[[SessionRegistry], None]
-# name: (state before the request, what happens while it is pending, denial, was the client asked)
-SETUPS: dict[str, tuple[Before, During, str, bool]] = {
-    "not_busy": (attached_but_idle, nothing, "no_interaction", False),
-    "never_attached": (never_attached, nothing, "no_interaction", False),
-    "detached_before": (detached_before, nothing, "no_interaction", False),
-    "revision_bumped": (live_session, bump, "stale", True),
-    "detached_while_pending": (live_session, detach, "stale", True),
-    "turn_ended_while_pending": (live_session, idle, "stale", True),
+# name: (what happens to the prompt just before the nested call, while its question is pending,
+#        the denial, was the client asked)
+SETUPS: dict[str, tuple[Callable[[Turn], None], Callable[[Turn], None], str, bool]] = {
+    "prompt_settled_before": (Turn.settle, nothing, "no_interaction", False),
+    "cancelled_while_pending": (nothing, Turn.cancel, "stale", True),
+    "closed_while_pending": (nothing, Turn.invalidate, "stale", True),
+    "settled_while_pending": (nothing, Turn.settle, "stale", True),
 }
 
 
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("case", sorted(SETUPS))
 async def test_nested_approval_without_a_resolvable_interaction_is_denied(h: Harness, case: str, version: int) -> None:
+    """The tool gate's liveness rule reaches nested calls: the program outlives nothing it was allowed."""
     before, during, reason, client_asked = SETUPS[case]
-    registry = SessionRegistry()
-    before(registry, h.root)
-    connection = GrantingClient(partial(during, registry))
-    h.approvals.delegate = AcpApprover(cast(Any, connection), version, cast(Any, RecordingSink()), registry)
+    connection = GrantingClient(partial(during, h.turn))
+    h.approvals.delegate = AcpApprover(cast(Any, connection), version, cast(Any, RecordingSink()))
     target = h.outside / "denied.txt"
     seen: list[dict[str, Any]] = []
 
     def body(wire: Wire) -> None:
+        anyio.from_thread.run_sync(before, h.turn)
         seen.append(wire.call("write_file", path=str(target), content="no\n"))
         seen.append(wire.call("read_file", path="a.txt"))  # the program carries on
 
@@ -341,10 +307,8 @@ async def test_nested_approval_without_a_resolvable_interaction_is_denied(h: Har
 
 
 async def test_nested_approval_with_a_live_interaction_is_allowed(h: Harness) -> None:
-    registry = SessionRegistry()
-    live_session(registry, h.root)
     connection = GrantingClient()
-    h.approvals.delegate = AcpApprover(cast(Any, connection), 2, cast(Any, RecordingSink()), registry)
+    h.approvals.delegate = AcpApprover(cast(Any, connection), 2, cast(Any, RecordingSink()))
     target = h.outside / "allowed.txt"
 
     await h.run(program(lambda wire: wire.call("write_file", path=str(target), content="yes\n") and None))
@@ -589,7 +553,7 @@ async def test_a_program_past_its_timeout_is_stopped(h: Harness) -> None:
 
 async def test_sandbox_setup_failure_is_reported_and_nothing_ran(h: Harness) -> None:
     h.sandbox.add(launcher_command(), Script(setup_failure="bwrap is broken"))
-    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, h.sandbox, _noop, _noop)
+    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, h.sandbox, _noop, _noop, h.turn)
 
     result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE})), ctx)
 
@@ -598,7 +562,7 @@ async def test_sandbox_setup_failure_is_reported_and_nothing_ran(h: Harness) -> 
 
 async def test_an_unavailable_sandbox_is_reported_and_nothing_ran(h: Harness) -> None:
     sandbox = ScriptedSandbox(unavailable="no bwrap here")
-    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, sandbox, _noop, _noop)
+    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, sandbox, _noop, _noop, h.turn)
 
     result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE})), ctx)
 
@@ -612,7 +576,7 @@ async def _noop(_item: object) -> None:
 
 @pytest.mark.parametrize("args", [{}, {"code": "   \n"}, {"code": 3}, {"code": "x", "timeout": -1}])
 async def test_bad_arguments_fail_before_anything_runs(h: Harness, args: dict[str, Any]) -> None:
-    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, h.sandbox, _noop, _noop)
+    ctx = ToolContext(SESSION, SessionAccess(str(h.root)), h.approvals, h.sandbox, _noop, _noop, h.turn)
 
     result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps(args)), ctx)
 

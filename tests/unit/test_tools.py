@@ -18,6 +18,7 @@ import pytest
 from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.read import ReadFile
 from term2.app.tools.shell import MODEL_OUTPUT_LIMIT
+from term2.app.turn import Turn
 from term2.domain.approval import Choice
 from term2.domain.history import (
     DiffOutput,
@@ -41,6 +42,7 @@ from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, TerminalChunk, ToolCallChanged
 from tests.fakes.approvers import FixedApprover
 from tests.fakes.sandboxes import CannedSandbox
+from tests.fakes.turns import live_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +68,7 @@ class Harness:
     records: list[HistoryEntry] = field(default_factory=list)
     toolbox: WorkspaceToolbox = field(default_factory=WorkspaceToolbox)
     counter: int = 0
+    turn: Turn = field(default_factory=live_turn)
 
     def ctx(self) -> ToolContext:
         async def emit(event: SessionEvent) -> None:
@@ -75,7 +78,7 @@ class Harness:
             self.records.append(entry)
 
         return ToolContext(
-            "sess-1", self.access, self.approver, self.sandbox, emit, record
+            "sess-1", self.access, self.approver, self.sandbox, emit, record, self.turn
         )
 
     async def call(self, name: str, raw: str | None = None, **args: object) -> str:

@@ -18,7 +18,7 @@ from term2.app.clock import new_id, utc_now
 from term2.app.conversation import past_turns, system_prompt
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.domain.content import ContentBlock, render_for_model
-from term2.domain.errors import Busy, NotFound, Term2Error
+from term2.domain.errors import NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.turn import StopReason, TurnLimits
@@ -63,31 +63,23 @@ class PromptService:
         opened = self._registry.get(session_id)
         if opened is None:
             raise NotFound(f"unknown or closed session: {session_id}")
-        if opened.busy:
-            raise Busy(f"session {session_id} already has a prompt in progress")
-        opened.busy = True
-        opened.settled = anyio.Event()
-        opened.turn_scope = anyio.CancelScope()
-        opened.revision += 1
+        opened.turn.admit(session_id)
         return opened
 
     def release(self, opened: OpenSession) -> None:
         """Give the slot back when preparation failed and no turn will run."""
-        opened.busy = False
-        opened.turn_scope = None
-        opened.settled.set()
+        opened.turn.settle()
 
     def cancel(self, session_id: str) -> None:
         opened = self._registry.get(session_id)
-        if opened is not None and opened.turn_scope is not None:
-            opened.revision += 1
-            opened.turn_scope.cancel()
+        if opened is not None:
+            opened.turn.cancel()
 
     async def run(
         self, opened: OpenSession, prompt: tuple[ContentBlock, ...], sink: UpdateSink, approver: Approver
     ) -> TurnOutcome:
         session_id = opened.session.session_id
-        scope = opened.turn_scope or anyio.CancelScope()
+        scope = opened.turn.scope
 
         async def emit(event: SessionEvent) -> None:
             await sink.send(session_id, event)
@@ -135,7 +127,7 @@ class PromptService:
         messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs()))]
         messages += past_turns(entries)
         messages.append(ChatMessage("user", text))
-        ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record)
+        ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn)
         return TurnOutcome(await run_loop(messages, llm, self._toolbox, ctx, self._limits))
 
     async def _report_failure(self, error: str, emit: Emit, record: Record) -> None:
@@ -148,7 +140,7 @@ class PromptService:
 
     async def _settle(self, opened: OpenSession, outcome: TurnOutcome, emit: Emit) -> None:
         """Release the session; the idle update goes out only now that the turn has really ended."""
-        opened.revision += 1
+        opened.turn.invalidate()  # no question asked during the turn may be answered from now on
         try:
             opened.session = opened.session.with_state(SessionState.IDLE).touched(utc_now())
             await self._store.save(opened.session)
@@ -159,6 +151,4 @@ class PromptService:
         except Exception:
             log.exception("could not send the idle update")
         finally:
-            opened.busy = False
-            opened.turn_scope = None
-            opened.settled.set()
+            opened.turn.settle()

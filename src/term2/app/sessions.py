@@ -11,9 +11,8 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-import anyio
-
 from term2.app.clock import new_session_id, utc_now
+from term2.app.turn import Turn
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry
@@ -22,6 +21,7 @@ from term2.domain.workspace import SessionAccess
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 LIST_PAGE_SIZE = 50
+CLOSE_SETTLE_TIMEOUT_S = 10.0
 MAX_CWD_CHARS = 4096  # PATH_MAX on Linux
 
 
@@ -60,13 +60,7 @@ class OpenSession:
 
     session: Session
     access: SessionAccess
-    busy: bool = False
-    turn_scope: anyio.CancelScope | None = None
-    settled: anyio.Event = field(default_factory=anyio.Event)
-    revision: int = 0  # bumps whenever a pending interaction must become stale
-
-    def __post_init__(self) -> None:
-        self.settled.set()
+    turn: Turn = field(default_factory=Turn)
 
 
 class SessionRegistry:
@@ -158,14 +152,9 @@ class SessionService:
             if await self._store.get(session_id) is None:
                 raise NotFound(f"unknown session: {session_id}")
             return True
-        opened.revision += 1
-        settled = True
-        if opened.turn_scope is not None:
-            opened.turn_scope.cancel()
-        with anyio.move_on_after(10) as waited:
-            await opened.settled.wait()
-        if waited.cancelled_caught:
-            settled = False
+        opened.turn.invalidate()
+        opened.turn.cancel()
+        settled = await opened.turn.wait_settled(CLOSE_SETTLE_TIMEOUT_S)
         opened.access.reset()
         self._registry.detach(session_id)
         closed = opened.session.with_state(SessionState.CLOSED).touched(utc_now())

@@ -20,6 +20,21 @@ from term2.ports.sandbox import Sandbox
 from term2.ports.updates import SessionEvent
 
 
+class LiveInteraction(Protocol):
+    """Whether the prompt a tool call belongs to can still take an answer from the user.
+
+    The tool gate asks for the live revision before an approval request and
+    checks it again after the answer: an answer for a prompt that was
+    cancelled, settled or closed meanwhile is stale, and denied.
+    """
+
+    def current(self) -> int | None:
+        """The live interaction's revision, or None when no prompt is running."""
+        ...
+
+    def is_current(self, revision: int) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     session_id: str
@@ -28,6 +43,7 @@ class ToolContext:
     sandbox: Sandbox
     emit: Callable[[SessionEvent], Awaitable[None]]
     record: Callable[[HistoryEntry], Awaitable[None]]
+    interaction: LiveInteraction
 
 
 class Toolbox(Protocol):

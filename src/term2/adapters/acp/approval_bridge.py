@@ -1,9 +1,9 @@
 """The approval port over ACP: `session/request_permission`, failing closed.
 
-Only an answer that selects one of the options we offered, for an interaction
-that is still the live one, counts as an allow. Everything else (a cancelled
-or malformed outcome, an unknown option, an error answer, a disconnect, a
-stale or vanished interaction) is a denial.
+Only an answer that selects one of the options we offered counts as an allow.
+Everything else (a cancelled or malformed outcome, an unknown option, an error
+answer, a disconnect) is a denial. Stale and vanished interactions are denied
+by the tool gate around every approver.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
 from term2.adapters.acp.wire_common import TOOL_KINDS, parent_meta
-from term2.app.sessions import SessionRegistry
 from term2.domain.approval import Choice, OptionKind
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
 from term2.ports.updates import StateChanged
@@ -124,19 +123,21 @@ def decide(request: ApprovalRequest, result: object) -> ApprovalDecision:
 
 
 class AcpApprover:
-    def __init__(
-        self, connection: JsonRpcConnection, version: int, sink: AcpUpdateSink, registry: SessionRegistry
-    ) -> None:
+    """Maps an approval request to `session/request_permission` and the answer back.
+
+    Whether the prompt is still live (no interaction, stale answers) is the
+    tool gate's rule, applied around every approver (`app/tools/gate.py`);
+    this bridge only speaks the protocol and fails closed on what it hears.
+    """
+
+    def __init__(self, connection: JsonRpcConnection, version: int, sink: AcpUpdateSink) -> None:
         self._connection = connection
         self._version = version
         self._sink = sink
-        self._registry = registry
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        opened = self._registry.get(request.session_id)
-        if opened is None or not opened.busy or not request.options:
+        if not request.options:
             return _deny("no_interaction")
-        revision = opened.revision
         params = v2_params(request) if self._version == 2 else v1_params(request)
         if self._version == 2:
             await self._sink.send(request.session_id, StateChanged("requires_action"))
@@ -147,9 +148,6 @@ class AcpApprover:
         except RpcError as err:
             log.info("permission request answered with an error", code=err.code, message=err.message)
             return _deny("malformed")
-        still_live = self._registry.get(request.session_id) is opened and opened.busy
-        if still_live and self._version == 2:
+        if self._version == 2:
             await self._sink.send(request.session_id, StateChanged("running"))
-        if not still_live or opened.revision != revision:
-            return _deny("stale")
         return decide(request, result)

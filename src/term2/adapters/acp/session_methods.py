@@ -18,7 +18,7 @@ from term2.adapters.acp.updates import AcpUpdateSink
 from term2.adapters.acp.wire_common import STOP_REASONS
 from term2.app.prompting import PromptService
 from term2.app.replay import replay
-from term2.app.sessions import SessionRegistry, SessionService
+from term2.app.sessions import SessionService
 from term2.domain.session import Session
 from term2.domain.turn import StopReason
 from term2.ports.updates import StateChanged
@@ -54,7 +54,6 @@ class SessionMethods:
         self,
         sessions: SessionService,
         prompts: PromptService,
-        registry: SessionRegistry,
         connection: JsonRpcConnection,
         version: int,
         sink: AcpUpdateSink,
@@ -65,7 +64,7 @@ class SessionMethods:
         self._prompts = prompts
         self._version = version
         self._sink = sink
-        self._approver = AcpApprover(connection, version, sink, registry)
+        self._approver = AcpApprover(connection, version, sink)
 
     def table(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {

@@ -87,7 +87,6 @@ class Application:
         self.container = container
         self.sessions: SessionService = container.sessions()
         self.prompts: PromptService = container.prompts()
-        self.registry: SessionRegistry = container.registry()
         self._settings: Settings = container.settings()
 
     async def preload(self) -> None:

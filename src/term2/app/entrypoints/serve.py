@@ -78,7 +78,7 @@ class _Startup:
         sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer())
         app = self._app
         return SessionMethods(
-            app.sessions, app.prompts, app.registry, connection, version, sink, on_session=self._preload
+            app.sessions, app.prompts, connection, version, sink, on_session=self._preload
         )
 
     def _preload(self) -> None:

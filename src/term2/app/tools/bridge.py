@@ -70,7 +70,8 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
     async def record(entry: HistoryEntry) -> None:
         await ctx.record(link(entry) if isinstance(entry, ToolCall) else entry)
 
-    return ToolContext(ctx.session_id, ctx.access, _LinkedApprover(ctx.approver, link), ctx.sandbox, emit, record)
+    approver = _LinkedApprover(ctx.approver, link)
+    return ToolContext(ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,12 @@
 """Decide whether a prepared call may run: the workspace rule, then the user.
 
 Fail closed: the call runs only when the rule needs no approval, or the
-approver returns an allow choice that was actually offered. Anything else,
-including an approver that raises, is a denial. An allow-always answer is
+approver returns an allow choice that was actually offered, for a prompt that
+is still the live one. Anything else, including an approver that raises, a
+question asked with no prompt running (``no_interaction``) and an answer that
+arrives after the prompt was cancelled, settled or closed (``stale``), is a
+denial. These rules hold here, around any Approver, so that every approver
+adapter gets them (the contract suite checks each). An allow-always answer is
 recorded as a session grant keyed to the file or folder, so that later calls
 inside it (in this prompt or later ones) are not asked again; the live
 workspace is read from the session on every call for that reason.
@@ -74,6 +78,9 @@ async def authorize(
     if not workspace.needs_approval(invocation.access, invocation.target, git_plant=git_plant):
         return None
     options = offered_options(workspace.choices_for(invocation.access))
+    revision = ctx.interaction.current()
+    if revision is None or not options:
+        return "no_interaction"  # e.g. a run_code program's nested call after its prompt ended
     request = ApprovalRequest(
         session_id=ctx.session_id,
         tool_call=pending,
@@ -89,6 +96,8 @@ async def authorize(
     except Exception:
         log.exception("approver failed; denying the call")
         return "disconnected"
+    if not ctx.interaction.is_current(revision):
+        return "stale"  # the prompt was cancelled, settled or closed while the question was pending
     choice = decision.choice
     offered = {option.choice for option in options}
     if choice is not None and choice in offered and is_allow(choice):
