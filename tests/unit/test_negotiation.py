@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from term2.adapters.acp.negotiation import NegotiationError, early_answer, negotiate
+from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
+from term2.adapters.acp.negotiation import early_answer, negotiate
 
 INFO = {"name": "term2", "title": "term2", "version": "9.9"}
 
@@ -29,9 +30,9 @@ def test_v2_result_is_exactly_the_documented_one() -> None:
     "params", [None, {}, {"protocolVersion": "2"}, {"protocolVersion": True}, {"protocolVersion": 0}]
 )
 def test_unusable_versions_are_refused(params: object) -> None:
-    with pytest.raises(NegotiationError) as caught:
+    with pytest.raises(RpcError) as caught:
         negotiate(params, True, INFO)
-    assert caught.value.code == -32602
+    assert caught.value.code == INVALID_PARAMS == -32602
 
 
 def test_a_well_formed_initialize_is_answered_early() -> None:
@@ -59,3 +60,19 @@ def test_a_well_formed_initialize_is_answered_early() -> None:
 )
 def test_anything_else_is_left_to_the_server(line: bytes) -> None:
     assert early_answer(line, True, INFO) is None
+
+
+@pytest.mark.parametrize("request_id", ["init", 2**63 - 1, -(2**63)])
+def test_the_early_answer_takes_every_id_the_connection_takes(request_id: object) -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {"protocolVersion": 1}})
+    answered = early_answer(line.encode(), True, INFO)
+    assert answered is not None and json.loads(answered[1])["id"] == request_id
+
+
+def test_the_early_answer_escapes_to_ascii_like_the_connection() -> None:
+    answered = early_answer(
+        json.dumps({"jsonrpc": "2.0", "id": "ïd", "method": "initialize", "params": {"protocolVersion": 1}}).encode(),
+        True,
+        {**INFO, "title": "tèrm2"},
+    )
+    assert answered is not None and answered[1].isascii() and b"\\u00ef" in answered[1]

@@ -19,6 +19,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
+from term2.adapters.acp.envelopes import ErrorReply, ResultReply, encode, error_reply, result_reply, valid_id
 from term2.adapters.acp.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -31,7 +32,7 @@ from term2.adapters.acp.errors import (
 from term2.ports.transport import LineTooLong, Transport
 
 if TYPE_CHECKING:
-    from term2.adapters.acp.wire_types.v1 import CancelRequestNotification, Error, RequestId
+    from term2.adapters.acp.wire_types.v1 import CancelRequestNotification, RequestId
 
 log = structlog.get_logger("term2.rpc")
 
@@ -39,18 +40,6 @@ Handler = Callable[[Any], Awaitable[Any]]
 NotificationHandler = Callable[[Any], Awaitable[None]]
 _NO_ID = object()
 Continuation = Callable[[], Coroutine[Any, Any, object]]
-
-
-class _Result(TypedDict):
-    jsonrpc: Literal["2.0"]
-    id: RequestId
-    result: object
-
-
-class _ErrorReply(TypedDict):
-    jsonrpc: Literal["2.0"]
-    id: RequestId
-    error: Error
 
 
 class _Request(TypedDict):
@@ -66,7 +55,7 @@ class _Notification(TypedDict):
     params: Mapping[str, object]
 
 
-Reply = _Result | _ErrorReply
+Reply = ResultReply | ErrorReply
 Message = Reply | _Request | _Notification
 
 
@@ -96,24 +85,6 @@ class AfterReply:
     def __init__(self, result: Mapping[str, object], then: Continuation) -> None:
         self.result = result
         self.then = then
-
-
-def encode(message: Message) -> bytes:
-    # ASCII escapes keep lone surrogates from a client's input encodable.
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=True).encode("ascii")
-
-
-def _error(request_id: RequestId, err: RpcError) -> _ErrorReply:
-    return {"jsonrpc": "2.0", "id": request_id, "error": err.to_wire()}
-
-
-_ID_MIN, _ID_MAX = -(2**63), 2**63 - 1  # ACP's RequestId is an int64
-
-
-def _valid_id(value: object) -> bool:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _ID_MIN <= value <= _ID_MAX
-    return value is None or isinstance(value, str)
 
 
 @dataclass
@@ -165,9 +136,7 @@ class JsonRpcConnection:
         return pending.result
 
     async def _send(self, message: Message | list[Reply]) -> None:
-        await self._transport.send(
-            encode(message) if not isinstance(message, list) else _encode_batch(message)
-        )
+        await self._transport.send(encode(message))
 
     # -- incoming ---------------------------------------------------------
     async def serve(self) -> None:
@@ -179,7 +148,7 @@ class JsonRpcConnection:
                     try:
                         line = await self._transport.receive()
                     except LineTooLong as exc:
-                        await self._send(_error(None, RpcError(INVALID_REQUEST, str(exc))))
+                        await self._send(error_reply(None, RpcError(INVALID_REQUEST, str(exc))))
                         continue
                     if line is None:
                         break
@@ -196,15 +165,15 @@ class JsonRpcConnection:
         try:
             message = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            await self._send(_error(None, RpcError(PARSE_ERROR, f"Parse error: {exc}")))
+            await self._send(error_reply(None, RpcError(PARSE_ERROR, f"Parse error: {exc}")))
             return
         if isinstance(message, list):
             if not self._dispatcher.batches_allowed():
                 await self._send(
-                    _error(None, RpcError(INVALID_REQUEST, "Batches are not supported on this connection"))
+                    error_reply(None, RpcError(INVALID_REQUEST, "Batches are not supported on this connection"))
                 )
             elif not message:
-                await self._send(_error(None, RpcError(INVALID_REQUEST, "Empty batch")))
+                await self._send(error_reply(None, RpcError(INVALID_REQUEST, "Empty batch")))
             else:
                 tg.start_soon(self._run_batch, message)
             return
@@ -217,29 +186,31 @@ class JsonRpcConnection:
     ) -> Reply | None:
         """Handle one message; return an immediate reply, or None when a task will answer."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return _error(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object"))
+            error = RpcError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
+            return error_reply(_safe_id(message), error)
         method = message.get("method", _NO_ID)
         if method is _NO_ID:
             if "id" in message and ("result" in message or "error" in message):
                 self._on_response(message)
                 return None
-            return _error(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: missing method"))
+            return error_reply(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: missing method"))
         if not isinstance(method, str):
-            return _error(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
+            return error_reply(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
         params = message.get("params")
         if params is not None and not isinstance(params, (dict, list)):
             if "id" not in message:
                 return None
-            return _error(_safe_id(message), RpcError(INVALID_REQUEST, "Invalid Request: params must be an object"))
+            error = RpcError(INVALID_REQUEST, "Invalid Request: params must be an object")
+            return error_reply(_safe_id(message), error)
         if "id" not in message:
             await self._on_notification(method, params)
             return None
         request_id = message["id"]
-        if not _valid_id(request_id):
-            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, int64 or null"))
+        if not valid_id(request_id):
+            return error_reply(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, int64 or null"))
         handler = self._dispatcher.request_handler(method)
         if handler is None:
-            return _error(request_id, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
+            return error_reply(request_id, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
         if batch is None and self._dispatcher.is_inline(method):
             reply, then = await self._invoke(request_id, method, handler, params)
             await self._send(reply)
@@ -247,7 +218,7 @@ class JsonRpcConnection:
                 tg.start_soon(then)
             return None
         if request_id in self._in_flight:
-            return _error(request_id, RpcError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight"))
+            return error_reply(request_id, RpcError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight"))
         scope = anyio.CancelScope()
         self._in_flight[request_id] = scope
         tg.start_soon(self._run_request, request_id, method, handler, params, scope, batch)
@@ -270,7 +241,7 @@ class JsonRpcConnection:
         finally:
             self._in_flight.pop(request_id, None)
         if reply is None:  # cancelled through $/cancel_request
-            reply = _error(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
+            reply = error_reply(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
         if batch is not None:
             batch.append(reply)
             if then is not None:  # unreachable while prompts are refused in batches
@@ -286,18 +257,18 @@ class JsonRpcConnection:
         try:
             result = await handler(params)
         except RpcError as err:
-            return _error(request_id, err), None
+            return error_reply(request_id, err), None
         except Exception as exc:  # the process keeps serving whatever a handler does
             log.exception("handler failed", method=method)
-            return _error(request_id, RpcError(INTERNAL_ERROR, f"Internal error: {exc}")), None
+            return error_reply(request_id, RpcError(INTERNAL_ERROR, f"Internal error: {exc}")), None
         if isinstance(result, AfterReply):
-            return {"jsonrpc": "2.0", "id": request_id, "result": result.result}, result.then
-        return {"jsonrpc": "2.0", "id": request_id, "result": {} if result is None else result}, None
+            return result_reply(request_id, result.result), result.then
+        return result_reply(request_id, {} if result is None else result), None
 
     async def _on_notification(self, method: str, params: Any) -> None:
         if method == "$/cancel_request":
             target = params.get("requestId", _NO_ID) if isinstance(params, dict) else _NO_ID
-            scope = self._in_flight.get(target) if _valid_id(target) else None  # type: ignore[arg-type]
+            scope = self._in_flight.get(target) if valid_id(target) else None  # type: ignore[arg-type]
             if scope is not None:
                 scope.cancel()
             return
@@ -311,7 +282,7 @@ class JsonRpcConnection:
 
     def _on_response(self, message: dict[str, Any]) -> None:
         response_id = message.get("id")
-        if not _valid_id(response_id):
+        if not valid_id(response_id):
             return  # e.g. a list or object id: unhashable, and never one of ours
         pending = self._pending.get(response_id)
         if pending is None or pending.event.is_set():
@@ -336,7 +307,7 @@ class JsonRpcConnection:
                 # A notification is never answered, not even to refuse it.
                 if isinstance(method, str) and "id" in member and not self._dispatcher.batchable(method):
                     replies.append(
-                        _error(_safe_id(member), RpcError(INVALID_REQUEST, f"{method} cannot be sent in a batch"))
+                        error_reply(_safe_id(member), RpcError(INVALID_REQUEST, f"{method} cannot be sent in a batch"))
                     )
                     continue
                 reply = await self._on_message(member, tg, batch=replies)
@@ -349,10 +320,6 @@ class JsonRpcConnection:
 def _safe_id(message: object) -> RequestId:
     if isinstance(message, dict):
         value = message.get("id")
-        if _valid_id(value):
+        if valid_id(value):
             return value
     return None
-
-
-def _encode_batch(messages: list[Reply]) -> bytes:
-    return json.dumps(messages, separators=(",", ":"), ensure_ascii=True).encode("ascii")

@@ -1,9 +1,12 @@
 """ACP version negotiation and the `initialize` result, with the standard library only.
 
 Both the server and the launcher's early answer use this, so there is one
-definition of what term2 advertises on each version. The results are typed
-with the schemas' definitions, imported for mypy only: this module is on the
-start-up path, which must not load them (ADR 0003, ADR 0012).
+definition of what term2 advertises on each version. A refusal is the
+connection's own RpcError, and the early answer accepts ids and encodes its
+reply with the connection's helpers (envelopes.py), so the two cannot drift.
+The results are typed with the schemas' definitions, imported for mypy only:
+this module is on the start-up path, which must not load them, nor anyio
+(ADR 0003, ADR 0012).
 """
 
 from __future__ import annotations
@@ -12,28 +15,24 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from term2.adapters.acp.envelopes import encode, result_reply, valid_id
+from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
+
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1, v2
 
     Negotiated = tuple[Literal[1], v1.InitializeResponse] | tuple[Literal[2], v2.InitializeResponse]
 
-INVALID_PARAMS = -32602
-
-
-class NegotiationError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotiated:
-    """Pick one version for the connection and build the matching `initialize` result."""
+    """Pick one version for the connection and build the matching `initialize` result.
+
+    Raises RpcError (invalid params) when no version can be picked.
+    """
     requested = params.get("protocolVersion") if isinstance(params, dict) else None
     if not isinstance(requested, int) or isinstance(requested, bool):
-        raise NegotiationError(INVALID_PARAMS, "Invalid params for initialize: protocolVersion must be an integer")
+        raise RpcError(INVALID_PARAMS, "Invalid params for initialize: protocolVersion must be an integer")
     if requested < 1:
-        raise NegotiationError(INVALID_PARAMS, f"Unsupported protocol version {requested}: term2 speaks ACP 1 and 2")
+        raise RpcError(INVALID_PARAMS, f"Unsupported protocol version {requested}: term2 speaks ACP 1 and 2")
     implementation: v1.Implementation = {"name": info["name"], "title": info["title"], "version": info["version"]}
     if requested >= 2 and v2_enabled:
         v2_result: v2.InitializeResponse = {
@@ -68,12 +67,11 @@ def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tupl
         return None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or message.get("method") != "initialize":
         return None
-    request_id = message.get("id", ...)
-    if not (isinstance(request_id, str) or (type(request_id) is int and -(2**63) <= request_id < 2**63)):
+    request_id = message.get("id")
+    if request_id is None or not valid_id(request_id):  # no id, or null: the server answers it
         return None
     try:
         version, result = negotiate(message.get("params"), v2_enabled, info)
-    except NegotiationError:
+    except RpcError:
         return None
-    reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
-    return version, json.dumps(reply, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+    return version, encode(result_reply(request_id, result)) + b"\n"

@@ -16,7 +16,7 @@ from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, RpcError
-from term2.adapters.acp.negotiation import NegotiationError, negotiate
+from term2.adapters.acp.negotiation import negotiate
 from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, Term2Error
 
 if TYPE_CHECKING:
@@ -138,8 +138,5 @@ class AcpServer:
     async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
-        try:
-            self.version, result = negotiate(params, self._v2_enabled, self.info)
-        except NegotiationError as exc:
-            raise RpcError(exc.code, exc.message) from None
+        self.version, result = negotiate(params, self._v2_enabled, self.info)
         return result
