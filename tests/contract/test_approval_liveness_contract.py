@@ -10,7 +10,7 @@ the call is denied and nothing runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,6 +26,9 @@ from term2.ports.approval import ApprovalDecision, ApprovalRequest, Approver
 from term2.ports.llm import ToolCallRequest
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
+from tests.fakes.approvers import ScriptedApprover
+from tests.fakes.permission_client import GrantingClient
+from tests.fakes.sinks import RecordingSink
 
 pytestmark = pytest.mark.anyio
 
@@ -37,47 +40,21 @@ MOOT: dict[str, Moot] = {
 }
 
 
-class AllowingConnection:
-    """Stands for the editor: answers every permission request with its allow-once option."""
-
-    def __init__(self, while_pending: Callable[[], None]) -> None:
-        self.while_pending = while_pending
-        self.sent: list[str] = []
-
-    async def request(self, method: str, params: dict[str, Any]) -> object:
-        self.sent.append(method)
-        self.while_pending()
-        option = next(o for o in params["options"] if o["kind"] == "allow_once")
-        return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+def acp_approver(while_pending: Callable[[], None]) -> tuple[Approver, Sized]:
+    client = GrantingClient(while_pending)
+    return AcpApprover(cast(Any, client), 2, cast(Any, RecordingSink())), client.sent
 
 
-class NullSink:
-    async def send(self, session_id: str, event: SessionEvent) -> None:
-        pass
-
-
-class AllowingScript:
-    def __init__(self, while_pending: Callable[[], None]) -> None:
-        self.while_pending = while_pending
-        self.sent: list[str] = []
-
-    async def request(self, request: ApprovalRequest) -> ApprovalDecision:
-        self.sent.append("request")
-        self.while_pending()
+def scripted_approver(while_pending: Callable[[], None]) -> tuple[Approver, Sized]:
+    def allow_once(request: ApprovalRequest) -> ApprovalDecision:
+        while_pending()
         return ApprovalDecision(next(o.choice for o in request.options if o.kind is OptionKind.ALLOW_ONCE))
 
-
-def acp_approver(while_pending: Callable[[], None]) -> tuple[Approver, list[str]]:
-    connection = AllowingConnection(while_pending)
-    return AcpApprover(cast(Any, connection), 2, cast(Any, NullSink())), connection.sent
+    approver = ScriptedApprover(allow_once)
+    return approver, approver.requests
 
 
-def scripted_approver(while_pending: Callable[[], None]) -> tuple[Approver, list[str]]:
-    script = AllowingScript(while_pending)
-    return script, script.sent
-
-
-APPROVERS: dict[str, Callable[[Callable[[], None]], tuple[Approver, list[str]]]] = {
+APPROVERS: dict[str, Callable[[Callable[[], None]], tuple[Approver, Sized]]] = {
     "acp": acp_approver,
     "scripted": scripted_approver,
 }

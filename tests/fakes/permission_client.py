@@ -14,7 +14,7 @@ from typing import Any
 
 @dataclass
 class GrantingClient:
-    """Answers every request with allow-once; remembers (method, params) of each."""
+    """Answers every request with its allow-once option; remembers (method, params) of each."""
 
     during: Callable[[], object] = lambda: None
     sent: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -22,4 +22,5 @@ class GrantingClient:
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         self.sent.append((method, params))
         self.during()
-        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+        option = next(o for o in params["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
