@@ -524,7 +524,6 @@ async def test_every_denial_runs_no_command(h: Harness, reason: DenialReason) ->
         ApprovalDecision(Choice.ALLOW_EDIT_FILE_SESSION),  # not offered for execute
         ApprovalDecision(Choice.ALLOW_EDIT_FOLDER_SESSION),  # not offered for execute
         ApprovalDecision(Choice.REJECT),  # a reject passed as a "choice"
-        ApprovalDecision(Choice.DENY),  # never offered, and a reject anyway
         ApprovalDecision(None),  # no choice, no reason
         RuntimeError("transport broke"),
     ],

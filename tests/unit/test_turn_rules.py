@@ -166,7 +166,6 @@ def test_every_choice_has_a_kind_and_a_name() -> None:
         (Choice.ALLOW_EDIT_FILE_SESSION, True),
         (Choice.ALLOW_EDIT_FOLDER_SESSION, True),
         (Choice.REJECT, False),
-        (Choice.DENY, False),
     ],
 )
 def test_is_allow(choice: Choice, allowed: bool) -> None:

@@ -214,7 +214,6 @@ def test_choice_kinds_match_the_spec_table() -> None:
     ):
         assert PERMISSION_KINDS[choice] is OptionKind.ALLOW_ALWAYS
     assert PERMISSION_KINDS[Choice.REJECT] is OptionKind.REJECT_ONCE
-    assert PERMISSION_KINDS[Choice.DENY] is OptionKind.REJECT_ONCE
     assert "reject_always" not in {kind.value for kind in OptionKind}
 
 
@@ -228,7 +227,7 @@ def test_no_choice_grants_unsandboxed_execution_or_an_approval_past_the_session(
         Choice.ALLOW_EDIT_FILE_SESSION,
         Choice.ALLOW_EDIT_FOLDER_SESSION,
     }
-    assert set(Choice) - allows == {Choice.REJECT, Choice.DENY}
+    assert set(Choice) - allows == {Choice.REJECT}
 
 
 @pytest.mark.parametrize("access", list(Access))

@@ -17,7 +17,6 @@ class Choice(StrEnum):
     ALLOW_EDIT_FILE_SESSION = "allow-edit-file-session"
     ALLOW_EDIT_FOLDER_SESSION = "allow-edit-folder-session"
     REJECT = "reject"
-    DENY = "deny"
 
 
 class OptionKind(StrEnum):
@@ -32,7 +31,6 @@ PERMISSION_KINDS: dict[Choice, OptionKind] = {
     Choice.ALLOW_EDIT_FILE_SESSION: OptionKind.ALLOW_ALWAYS,
     Choice.ALLOW_EDIT_FOLDER_SESSION: OptionKind.ALLOW_ALWAYS,
     Choice.REJECT: OptionKind.REJECT_ONCE,
-    Choice.DENY: OptionKind.REJECT_ONCE,
 }
 
 CHOICE_NAMES: dict[Choice, str] = {
@@ -41,7 +39,6 @@ CHOICE_NAMES: dict[Choice, str] = {
     Choice.ALLOW_EDIT_FILE_SESSION: "Allow edits to this file (session)",
     Choice.ALLOW_EDIT_FOLDER_SESSION: "Allow edits in this folder (session)",
     Choice.REJECT: "Reject",
-    Choice.DENY: "Deny",
 }
 
 

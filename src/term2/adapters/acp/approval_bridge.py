@@ -117,7 +117,7 @@ def decide(request: ApprovalRequest, result: object) -> ApprovalDecision:
     if not isinstance(option_id, str) or option_id not in offered:
         return _deny("unknown_option")
     choice = offered[option_id]
-    if choice in (Choice.REJECT, Choice.DENY):
+    if choice is Choice.REJECT:
         return _deny("rejected")
     return ApprovalDecision(choice)
 
