@@ -124,7 +124,8 @@ class PromptService:
         opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
         llm = self._llm_factory()
-        messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs()))]
+        instructions = await opened.instructions.read()
+        messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs(), instructions))]
         messages += past_turns(entries)
         messages.append(ChatMessage("user", text))
         ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn)

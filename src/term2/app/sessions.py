@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from term2.app.clock import new_session_id, utc_now
+from term2.app.instructions import ProjectInstructions
 from term2.app.turn import Turn
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
@@ -60,6 +61,7 @@ class OpenSession:
 
     session: Session
     access: SessionAccess
+    instructions: ProjectInstructions  # the project's instruction files, cached until they change
     turn: Turn = field(default_factory=Turn)
 
 
@@ -74,7 +76,7 @@ class SessionRegistry:
         current = self._open.get(session.session_id)
         if current is not None:
             return current
-        opened = OpenSession(session, SessionAccess(session.cwd))
+        opened = OpenSession(session, SessionAccess(session.cwd), ProjectInstructions(session.cwd))
         self._open[session.session_id] = opened
         return opened
 

@@ -1,0 +1,97 @@
+"""Project instructions: which files speak for a project, in what order, and how much of them.
+
+A project tells agents how it works in `AGENTS.md` files (older ones in
+`CLAUDE.md` or `GEMINI.md`). The files from the git root down to the session's
+folder all apply, the deeper ones more specific, so they reach the model root
+first and the most specific last. They are the user's own text, but they can
+be any size: each one and their sum are capped, and a cut is always said out
+loud so the model knows it did not see everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+PRIMARY = "AGENTS.md"
+CANDIDATES = (PRIMARY, "CLAUDE.md", "GEMINI.md")
+FILE_LIMIT = 32 * 1024
+TOTAL_LIMIT = 64 * 1024
+
+
+def folders_down(top: str, cwd: str) -> tuple[str, ...]:
+    """`top`, then each folder below it on the way to `cwd`, ending with `cwd` itself."""
+    top_path, cwd_path = PurePosixPath(top), PurePosixPath(cwd)
+    if top_path != cwd_path and top_path not in cwd_path.parents:
+        raise ValueError(f"{cwd} is not inside {top}")
+    below = cwd_path.relative_to(top_path).parts
+    return tuple(str(top_path.joinpath(*below[:depth])) for depth in range(len(below) + 1))
+
+
+def chosen_name(present: Collection[str]) -> str | None:
+    """The one file a folder speaks with: `AGENTS.md`, else the first fallback present.
+
+    An `AGENTS.md` that is there shadows the fallbacks even when it cannot be
+    read (a FIFO, a symlink): a project that wrote one meant it, not the older file.
+    """
+    return next((name for name in CANDIDATES if name in present), None)
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionFile:
+    """One file's text as read: `data` holds at most FILE_LIMIT + 1 bytes, to tell a cut."""
+
+    path: str  # relative to the git root, with `/`
+    data: bytes
+
+
+def _kib(size: int) -> str:
+    return f"{size // 1024} KiB"
+
+
+def cut_utf8(data: bytes, limit: int) -> bytes:
+    """At most `limit` bytes of `data`, never ending inside a UTF-8 character."""
+    if len(data) <= limit:
+        return data
+    end = limit
+    while end > 0 and limit - end < 3 and data[end] & 0xC0 == 0x80:
+        end -= 1
+    return data[:end]
+
+
+def _body(file: InstructionFile, room: int) -> tuple[str, int, bool]:
+    """The file's text within its own cap and the room left, the bytes it used, whether the total cut it."""
+    data, notes = file.data, []
+    if len(data) > FILE_LIMIT:
+        data = cut_utf8(data, FILE_LIMIT)
+        notes.append(f"[term2: {file.path} cut at {_kib(FILE_LIMIT)}]")
+    total_cut = len(data) > room
+    if total_cut:
+        data = cut_utf8(data, room)
+        notes.append(f"[term2: project instructions cut at {_kib(TOTAL_LIMIT)} in total]")
+    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    return "\n".join([text, *notes]) if notes else text, len(data), total_cut
+
+
+def render_instructions(files: Sequence[InstructionFile]) -> str:
+    """The section the model gets: each file headed with its path, root first; "" without files."""
+    parts: list[str] = []
+    room = TOTAL_LIMIT
+    for index, file in enumerate(files):
+        body, used, total_cut = _body(file, room)
+        parts.append(f'<project_instructions path="{file.path}">\n{body}\n</project_instructions>')
+        room -= used
+        if total_cut:
+            left_out = [f.path for f in files[index + 1 :]]
+            if left_out:
+                parts.append(f"[term2: not included, over the total cap: {', '.join(left_out)}]")
+            break
+    if not parts:
+        return ""
+    header = (
+        "# Project instructions\n\n"
+        "The project's own instruction files, from the git root down to the workspace. Follow them; "
+        "where two disagree, the later (more specific) one wins, and the user's request wins over both."
+    )
+    return header + "\n\n" + "\n\n".join(parts)

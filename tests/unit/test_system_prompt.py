@@ -1,0 +1,66 @@
+"""The system prompt, pinned: any change to its text shows up as a diff of a committed snapshot.
+
+The prompt is prose the model acts on; a change to it changes term2's
+behaviour, so it must be a reviewed change. To accept an intended one, run
+`TERM2_UPDATE_SNAPSHOTS=1 uv run --frozen pytest tests/unit/test_system_prompt.py`
+and commit the rewritten snapshot with the change.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import date
+from pathlib import Path
+
+from term2.app.conversation import render_system_prompt, system_prompt
+from term2.app.tools import WorkspaceToolbox
+from term2.domain.instructions import InstructionFile, render_instructions
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "system_prompt.md"
+UPDATE = "TERM2_UPDATE_SNAPSHOTS=1 uv run --frozen pytest tests/unit/test_system_prompt.py"
+
+
+def pinned_prompt() -> str:
+    instructions = render_instructions(
+        [
+            InstructionFile("AGENTS.md", b"# Conventions\n\nRun `make test` before you finish.\n"),
+            InstructionFile("services/api/AGENTS.md", b"This service uses tabs.\n"),
+        ]
+    )
+    return render_system_prompt(
+        root="/home/dev/project/services/api",
+        platform_name="Linux x86_64",
+        today="2026-01-02",
+        tools=WorkspaceToolbox().specs(),
+        instructions=instructions,
+    )
+
+
+def test_the_rendered_prompt_matches_its_snapshot() -> None:
+    rendered = pinned_prompt()
+    if os.environ.get("TERM2_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(rendered, encoding="utf-8")
+    expected = SNAPSHOT.read_text(encoding="utf-8")
+    assert rendered == expected, (
+        f"the rendered system prompt differs from {SNAPSHOT.relative_to(Path(__file__).parents[2])}. "
+        f"If the change is intended, run `{UPDATE}`, review `git diff` and commit the snapshot."
+    )
+
+
+def test_the_live_prompt_fills_in_this_machine_and_today() -> None:
+    specs = WorkspaceToolbox().specs()
+    prompt = system_prompt("/work/p", specs)
+    assert "- Workspace root: /work/p\n" in prompt
+    assert f"- Platform: {platform.system()} {platform.machine()}\n" in prompt
+    assert f"- Today's date: {date.today().isoformat()}\n" in prompt
+    assert f"- Tools in this session: {', '.join(s.name for s in specs)}\n" in prompt
+    assert "Project instructions" not in prompt  # no section at all without files
+
+
+def test_the_prompt_explains_every_tool() -> None:
+    """The prompt teaches each tool by name: a renamed or new tool must be taught too."""
+    prompt = SNAPSHOT.read_text(encoding="utf-8")
+    names = {s.name for s in WorkspaceToolbox().specs()}
+    for name in names:
+        assert f"`{name}`" in prompt, f"the prompt never explains {name}"
