@@ -18,8 +18,9 @@ A reply (every key optional):
    "tool_calls": [{"name": "write_file", "arguments": {...} or "raw json", "id": "..."}],
    "arg_chunks": 3,                         # fragments per tool-call argument string
    "finish": "stop|tool_calls|length|content_filter",  # default: tool_calls if any, else stop
-   "status": 401|429|500|400|...,           # error reply with a provider-shaped JSON body
-   "error_message": "...", "error_code": "...",  # override the error body's message/code
+   "status": 401|429|500|503|529|400|...,   # error reply with a provider-shaped JSON body
+   "error_message": "...", "error_code": "...", "error_type": "...",  # override the body's fields
+   "headers": {"retry-after": "2"},          # extra response headers (error replies too)
    "error_after": N,                        # send N content deltas, then an in-stream error
    "delay_first_byte": 0.0, "chunk_delay": 0.0,
    "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
@@ -28,6 +29,14 @@ A reply (every key optional):
 With an empty queue the reply is "echo: <last user text>" (or "echo tool: <result>"
 after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
 yields that error, as a fallback for clients that cannot push a script.
+
+Error bodies follow what the official clients parse: OpenAI's
+`{"error": {"message", "type", "param", "code"}}` (e.g. 429 with code
+`rate_limit_exceeded`, or type and code `insufficient_quota` for an exhausted
+quota: see `QUOTA_EXCEEDED`) and Anthropic's `{"type": "error", "error": {"type",
+"message"}}` (e.g. 529 `overloaded_error`). Retry hints travel as the real
+servers send them: `retry-after` (seconds or an HTTP date), `retry-after-ms`, or
+"Please try again in 1.5s" inside the message.
 
 In-process: `with start_fake_llm(script) as server:` yields a FakeLLMServer with
 `base_url` (OpenAI clients add "/v1"), `push(*replies)`, `requests` (RecordedRequest:
@@ -81,6 +90,13 @@ _OPENAI_ERRORS = {
     500: ("server_error", "server_error", "The server had an error (fake)."),
     503: ("server_error", "overloaded", "The server is overloaded (fake)."),
 }
+# OpenAI's answer when the account has no credit left: a 429 that waiting does not cure.
+QUOTA_EXCEEDED: dict[str, Any] = {
+    "status": 429,
+    "error_type": "insufficient_quota",
+    "error_code": "insufficient_quota",
+    "error_message": "You exceeded your current quota, please check your plan and billing details (fake).",
+}
 _ANTHROPIC_ERRORS = {
     400: ("invalid_request_error", "Bad request (fake)."),
     401: ("authentication_error", "invalid x-api-key (fake)"),
@@ -89,6 +105,7 @@ _ANTHROPIC_ERRORS = {
     413: ("request_too_large", "Request too large (fake)."),
     429: ("rate_limit_error", "Rate limit reached (fake)."),
     500: ("api_error", "Internal server error (fake)."),
+    503: ("api_error", "Service unavailable (fake)."),
     529: ("overloaded_error", "Overloaded (fake)."),
 }
 _ANTHROPIC_STOP = {
@@ -316,11 +333,13 @@ class _Handler(BaseHTTPRequestHandler):
         )
         return {k.lower(): v for k, v in self.headers.items() if k.lower() in keep}
 
-    def _send_json(self, status: int, data: Any) -> None:
+    def _send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, str(value))
         self.end_headers()
         self.wfile.write(payload)
         self.wfile.flush()
@@ -362,13 +381,15 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             emitter = _OpenAIEmitter(reply, rec) if protocol == "openai" else _AnthropicEmitter(reply, rec)
             if not (isinstance(body, dict) and body.get("stream")):
-                self._send_json(200, emitter.whole_response())
+                self._send_json(200, emitter.whole_response(), reply.get("headers"))
                 self.state.finish(rec, "completed")
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Transfer-Encoding", "chunked")
+            for name, value in (reply.get("headers") or {}).items():
+                self.send_header(name, str(value))
             self.end_headers()
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(emitter.frames(include_usage), reply)
@@ -408,7 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = {
                 "error": {
                     "message": reply.get("error_message", message),
-                    "type": etype,
+                    "type": reply.get("error_type", etype),
                     "param": None,
                     "code": reply.get("error_code", code),
                 }
@@ -418,11 +439,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = {
                 "type": "error",
                 "error": {
-                    "type": etype,
+                    "type": reply.get("error_type", etype),
                     "message": reply.get("error_message", message),
                 },
             }
-        self._send_json(status, body)
+        self._send_json(status, body, reply.get("headers"))
 
 
 def _model_convention(model: str) -> Reply | None:

@@ -109,6 +109,15 @@ def test_request_timeout_from_environment(env: dict[str, str]) -> None:
     assert load_settings({**env, "TERM2_REQUEST_TIMEOUT": "2.5"}).request_timeout == 2.5
 
 
+def test_retry_limits_default_then_file_then_environment(env: dict[str, str]) -> None:
+    assert (Settings().retry_max_attempts, Settings().retry_max_wait) == (6, 120.0)
+    _write_config(env, "retry_max_attempts = 3\nretry_max_wait = 30\n")
+    from_file = load_settings(env)
+    assert (from_file.retry_max_attempts, from_file.retry_max_wait) == (3, 30.0)
+    from_env = load_settings({**env, "TERM2_RETRY_MAX_ATTEMPTS": "1", "TERM2_RETRY_MAX_WAIT": "0"})
+    assert (from_env.retry_max_attempts, from_env.retry_max_wait) == (1, 0.0)
+
+
 # -- providers and declared models ---------------------------------------------------
 
 
@@ -146,6 +155,10 @@ def test_declared_models(env: dict[str, str]) -> None:
         ('max_turn_requests = "ten"', "max_turn_requests"),
         ("max_turn_requests = true", "max_turn_requests"),
         ("request_timeout = false", "request_timeout"),
+        ("retry_max_attempts = 2.5", "retry_max_attempts"),
+        ("retry_max_attempts = 0", "retry_max_attempts"),
+        ('retry_max_wait = "long"', "retry_max_wait"),
+        ("retry_max_wait = -1", "retry_max_wait"),
         ("acp_v2 = 1", "acp_v2"),
         ("model = 5", "model"),
         ('providers = "openai"', "providers"),
@@ -182,7 +195,13 @@ def test_missing_config_file_is_not_an_error(env: dict[str, str], tmp_path: Path
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("TERM2_MAX_TURN_REQUESTS", "abc"), ("TERM2_REQUEST_TIMEOUT", "soon"), ("TERM2_ACP_V2", "maybe")],
+    [
+        ("TERM2_MAX_TURN_REQUESTS", "abc"),
+        ("TERM2_REQUEST_TIMEOUT", "soon"),
+        ("TERM2_ACP_V2", "maybe"),
+        ("TERM2_RETRY_MAX_ATTEMPTS", "many"),
+        ("TERM2_RETRY_MAX_WAIT", "later"),
+    ],
 )
 def test_bad_environment_values_name_the_variable(env: dict[str, str], name: str, value: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -193,7 +212,14 @@ def test_bad_environment_values_name_the_variable(env: dict[str, str], name: str
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"TERM2_EFFORT": "huge"}, {"TERM2_MAX_TURN_REQUESTS": "0"}, {"TERM2_REQUEST_TIMEOUT": "-1"}],
+    [
+        {"TERM2_EFFORT": "huge"},
+        {"TERM2_MAX_TURN_REQUESTS": "0"},
+        {"TERM2_REQUEST_TIMEOUT": "-1"},
+        {"TERM2_RETRY_MAX_ATTEMPTS": "0"},
+        {"TERM2_RETRY_MAX_WAIT": "-1"},
+        {"TERM2_RETRY_MAX_WAIT": "nan"},
+    ],
 )
 def test_out_of_range_values_are_refused(env: dict[str, str], overrides: dict[str, str]) -> None:
     with pytest.raises(ConfigError):

@@ -136,3 +136,10 @@ async def test_no_model_configured_is_a_readable_failure(tmp_path: Path) -> None
     stop, sink = await _run(container, tmp_path, "x", FixedApprover(REJECTED))
     assert stop is StopReason.ERROR
     assert any("no model configured" in e.text for e in sink.events if isinstance(e, MessageChunk))
+
+
+def test_retry_limits_reach_the_agent_loop_from_the_settings() -> None:
+    settings = Settings(model="openai/fake", max_turn_requests=4, retry_max_attempts=2, retry_max_wait=9.5)
+    limits = build_container(settings, {}).limits()
+    assert limits.max_model_requests == 4
+    assert (limits.retry.max_attempts, limits.retry.max_wait) == (2, 9.5)

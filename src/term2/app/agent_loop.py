@@ -1,16 +1,29 @@
-"""The agent loop of one turn: ask the model, run the tools it requests, repeat."""
+"""The agent loop of one turn: ask the model, run the tools it requests, repeat.
+
+A model request that fails transiently (rate limit, 5xx, unreachable, timeout)
+is sent again after a backoff the client hears about, as a thought chunk (ADR
+0014). The sleep runs inside the turn's cancel scope, so `session/cancel`
+during a backoff ends the turn at once.
+"""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
 import anyio
+import structlog
 
 from term2.app.clock import new_id
 from term2.domain.history import AgentMessage, AgentThought, HistoryEntry
+from term2.domain.retry import RetryPolicy, retry_notice
 from term2.domain.turn import FinishReason, StopReason, TurnLimits, after_response, may_ask_again
 from term2.ports.llm import (
     ChatMessage,
     CompletionRequest,
     Finished,
+    LLMError,
     LLMProvider,
     TextDelta,
     ThoughtDelta,
@@ -20,6 +33,16 @@ from term2.ports.llm import (
 )
 from term2.ports.tools import Toolbox, ToolContext
 from term2.ports.updates import MessageChunk, UsageChanged
+
+log = structlog.get_logger("term2.agent_loop")
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How the loop waits between attempts; tests pin the draw and record the sleeps instead of sleeping."""
+
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    jitter: Callable[[], float] = random.random
 
 
 class _Response:
@@ -41,6 +64,11 @@ class _Response:
             out.append(AgentMessage(self.message_id, "".join(self.text)))
         return out
 
+    @property
+    def started(self) -> bool:
+        """Whether anything of this response reached the client or asked for a tool."""
+        return bool(self.text or self.thought or self.calls)
+
 
 async def run_loop(
     messages: list[ChatMessage],
@@ -48,17 +76,12 @@ async def run_loop(
     toolbox: Toolbox,
     ctx: ToolContext,
     limits: TurnLimits,
+    backoff: Backoff = Backoff(),
 ) -> StopReason:
     requests = 0
     while True:
         requests += 1
-        response = _Response()
-        try:
-            await _stream_response(messages, llm, toolbox, ctx, response)
-        finally:
-            with anyio.CancelScope(shield=True):
-                for entry in response.entries():
-                    await ctx.record(entry)
+        response = await _respond(messages, llm, toolbox, ctx, limits.retry, backoff)
         messages.append(ChatMessage("assistant", "".join(response.text), tuple(response.calls)))
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
@@ -69,6 +92,58 @@ async def run_loop(
         for call in response.calls:
             result = await toolbox.execute(call, ctx)
             messages.append(ChatMessage("tool", result, tool_call_id=call.call_id))
+
+
+async def _respond(
+    messages: list[ChatMessage],
+    llm: LLMProvider,
+    toolbox: Toolbox,
+    ctx: ToolContext,
+    policy: RetryPolicy,
+    backoff: Backoff,
+) -> _Response:
+    """One model response, its request sent again while it fails transiently before any content.
+
+    Only a request that failed before its first content delta is retried: once
+    text or a thought was shown, or a tool call arrived, a second attempt would
+    show the user a different answer after part of the first one (and, the turn
+    going on, could run tools twice). Such a failure ends the turn with its error.
+    """
+    failed, waited = 0, 0.0
+    while True:
+        response = _Response()
+        try:
+            await _stream_recorded(messages, llm, toolbox, ctx, response)
+            return response
+        except LLMError as exc:
+            if response.started or not exc.transient:
+                raise
+            failed += 1
+            wait = policy.delay(failed, waited, exc.retry_after, backoff.jitter())
+            if wait is None:
+                raise
+            notice = retry_notice(wait, failed + 1, policy, exc.kind, exc.status)
+            log.warning("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))
+        # A notice of its own (not part of any answer, not recorded): progress, not conversation.
+        await ctx.emit(MessageChunk(new_id("thought"), notice, thought=True))
+        await backoff.sleep(wait)
+        waited += wait
+
+
+async def _stream_recorded(
+    messages: list[ChatMessage],
+    llm: LLMProvider,
+    toolbox: Toolbox,
+    ctx: ToolContext,
+    response: _Response,
+) -> None:
+    """Stream one response; whatever of it arrived is recorded, even when it failed or was cancelled."""
+    try:
+        await _stream_response(messages, llm, toolbox, ctx, response)
+    finally:
+        with anyio.CancelScope(shield=True):
+            for entry in response.entries():
+                await ctx.record(entry)
 
 
 async def _stream_response(

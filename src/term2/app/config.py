@@ -46,6 +46,8 @@ class Settings:
     acp_v2: bool = True
     max_turn_requests: int = 50
     request_timeout: float = 120.0
+    retry_max_attempts: int = 6  # attempts per model request, the first included; 1 turns retries off
+    retry_max_wait: float = 120.0  # seconds of backoff per model request, over all its retries
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
@@ -102,6 +104,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         out["max_turn_requests"] = _expect(int, data["max_turn_requests"], f"{where}: max_turn_requests")
     if "request_timeout" in data:
         out["request_timeout"] = float(_expect((int, float), data["request_timeout"], f"{where}: request_timeout"))
+    if "retry_max_attempts" in data:
+        out["retry_max_attempts"] = _expect(int, data["retry_max_attempts"], f"{where}: retry_max_attempts")
+    if "retry_max_wait" in data:
+        out["retry_max_wait"] = float(_expect((int, float), data["retry_max_wait"], f"{where}: retry_max_wait"))
     _check_ranges(out, where)
     providers: dict[str, ProviderConfig] = {}
     for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
@@ -137,6 +143,10 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: max_turn_requests must be at least 1")
     if values.get("request_timeout", 1.0) <= 0:
         raise ConfigError(f"{source}: request_timeout must be positive")
+    if values.get("retry_max_attempts", 1) < 1:
+        raise ConfigError(f"{source}: retry_max_attempts must be at least 1")
+    if not values.get("retry_max_wait", 0.0) >= 0:  # NaN too: it would lift the cap silently
+        raise ConfigError(f"{source}: retry_max_wait must be zero or more seconds")
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -159,12 +169,17 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         except ValueError as exc:
             raw = env["TERM2_MAX_TURN_REQUESTS"]
             raise ConfigError(f"TERM2_MAX_TURN_REQUESTS: expected an integer, got {raw!r}") from exc
-    if env.get("TERM2_REQUEST_TIMEOUT"):
-        try:
-            out["request_timeout"] = float(env["TERM2_REQUEST_TIMEOUT"])
-        except ValueError as exc:
-            raw = env["TERM2_REQUEST_TIMEOUT"]
-            raise ConfigError(f"TERM2_REQUEST_TIMEOUT: expected a number, got {raw!r}") from exc
+    for key, kind, noun in (
+        ("request_timeout", float, "a number"),
+        ("retry_max_attempts", int, "an integer"),
+        ("retry_max_wait", float, "a number"),
+    ):
+        name = f"TERM2_{key.upper()}"
+        if env.get(name):
+            try:
+                out[key] = kind(env[name])
+            except ValueError as exc:
+                raise ConfigError(f"{name}: expected {noun}, got {env[name]!r}") from exc
     _check_ranges(out, "environment (TERM2_*)")
     return out
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from term2.domain.retry import RetryPolicy
 
 
 class StopReason(StrEnum):
@@ -27,6 +29,7 @@ class FinishReason(StrEnum):
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
     max_model_requests: int = 50
+    retry: RetryPolicy = field(default_factory=RetryPolicy)  # per model request; retries are not requests
 
 
 def after_response(finish: FinishReason, requested_tools: int) -> StopReason | None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from term2.domain.retry import is_transient
 from term2.domain.turn import FinishReason
 
 
@@ -90,9 +91,25 @@ class ProviderSettings:
 
 
 class LLMError(Exception):
-    """Base of provider failures; `str(err)` is a message fit to show the user."""
+    """Base of provider failures; `str(err)` is a message fit to show the user.
+
+    The attributes are what the agent loop's retry policy reads (`domain/retry.py`):
+    `status` is the provider's HTTP status when there was one, `retry_after` the
+    delay (seconds) the provider asked for, from its headers or its message.
+    Whether waiting can cure the failure is `transient`, decided by the kind and
+    the status, so every adapter gets the same answer for the same failure.
+    """
 
     kind = "provider_error"
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return is_transient(self.kind, self.status)
 
 
 class AuthenticationFailed(LLMError):
@@ -101,6 +118,12 @@ class AuthenticationFailed(LLMError):
 
 class RateLimited(LLMError):
     kind = "rate_limit"
+
+
+class QuotaExceeded(LLMError):
+    """A 429 that waiting does not cure: the account is out of credit (`insufficient_quota`)."""
+
+    kind = "quota"
 
 
 class ProviderUnreachable(LLMError):

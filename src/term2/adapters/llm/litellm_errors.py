@@ -4,14 +4,19 @@ Why here: use cases and the ACP layer must never see a litellm (or openai SDK)
 type, and the user deserves a message that says which model failed, with which
 HTTP status, and what the provider said, without litellm's prefixes and banners.
 Classes are matched by name along the MRO so this module needs no litellm import
-(and works for openai/httpx exceptions that leak through, too).
+(and works for openai/httpx exceptions that leak through, too). Each error also
+carries the HTTP status and the provider's retry hint, which the agent loop's
+retry policy reads; an exhausted quota (`insufficient_quota`) is told apart from
+a rate limit because waiting cannot cure it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 
+from term2.adapters.llm import retry_hints
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -20,6 +25,7 @@ from term2.ports.llm import (
     LLMError,
     ProviderTimeout,
     ProviderUnreachable,
+    QuotaExceeded,
     RateLimited,
 )
 
@@ -64,6 +70,8 @@ _CONNECT_NAMES = {
     "ServerDisconnectedError",
     "ClientPayloadError",
 }
+_QUOTA = "insufficient_quota"
+_QUOTA_WORDS = re.compile(r"insufficient_quota|exceeded your current quota", re.IGNORECASE)
 _UNREACHABLE = (ProviderUnreachable, "Cannot reach {model}")
 _SERVER_ERROR = (LLMError, "Provider error from {model}")
 _OTHER = (LLMError, "Provider call failed for {model}")
@@ -87,6 +95,28 @@ def _detail(exc: BaseException) -> str:
 def _status(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
+
+
+def _headers(exc: BaseException) -> Mapping[str, str]:
+    """The provider's response headers: litellm keeps them on every path, openai's errors on `.response`."""
+    response = getattr(exc, "response", None)
+    for headers in (getattr(exc, "litellm_response_headers", None), getattr(response, "headers", None)):
+        if headers is not None and hasattr(headers, "items"):
+            return {str(k): str(v) for k, v in headers.items()}
+    return {}
+
+
+def _is_quota(exc: BaseException) -> bool:
+    """OpenAI says so in the body's `code`/`type`; on other paths only the message text tells."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping) and _QUOTA in (body.get("code"), body.get("type")):
+        return True
+    return bool(_QUOTA_WORDS.search(str(exc)))
+
+
+def _retry_after(exc: BaseException, detail: str) -> float | None:
+    hinted = retry_hints.from_headers(_headers(exc))
+    return hinted if hinted is not None else retry_hints.from_message(detail)
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -147,6 +177,8 @@ def map_litellm_error(exc: BaseException, model: str, api_base: str | None = Non
         return exc
     inner = _unwrap(exc)
     port_error, template = _classify(inner)
+    if port_error is RateLimited and _is_quota(inner):
+        port_error, template = QuotaExceeded, "Quota exceeded for {model}"
     if port_error is ProviderUnreachable:
         # No HTTP exchange happened: litellm's "500" would mislead, so say where instead.
         where = f" at {api_base}" if api_base else ""
@@ -158,4 +190,5 @@ def map_litellm_error(exc: BaseException, model: str, api_base: str | None = Non
     if status is not None:
         head += f" (HTTP {status})"
     detail = _detail(inner)
-    return port_error(f"{head}: {detail}" if detail else head)
+    message = f"{head}: {detail}" if detail else head
+    return port_error(message, status=status, retry_after=_retry_after(inner, detail))

@@ -22,6 +22,7 @@ from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.tools.toolbox import WorkspaceToolbox
+from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import LLMProvider
@@ -32,6 +33,11 @@ from term2.ports.tools import Toolbox
 
 def _llm(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> LLMProvider:
     return LiteLLMProvider(provider_settings(settings, env, catalog))
+
+
+def _limits(settings: Settings) -> TurnLimits:
+    retry = RetryPolicy(max_attempts=settings.retry_max_attempts, max_wait=settings.retry_max_wait)
+    return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry)
 
 
 def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
@@ -57,9 +63,7 @@ class Container(containers.DeclarativeContainer):
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
-    limits = providers.Factory(
-        TurnLimits, max_model_requests=providers.Callable(lambda s: s.max_turn_requests, settings)
-    )
+    limits = providers.Callable(_limits, settings)
     sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths)
     prompts = providers.Singleton(
         PromptService,
