@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
 from term2.app.conversation import render_system_prompt, system_prompt
+from term2.app.instructions import ProjectInstructions
 from term2.app.tools import WorkspaceToolbox
 from term2.domain.instructions import InstructionFile, render_instructions
 
@@ -64,3 +67,25 @@ def test_the_prompt_explains_every_tool() -> None:
     names = {s.name for s in WorkspaceToolbox().specs()}
     for name in names:
         assert f"`{name}`" in prompt, f"the prompt never explains {name}"
+
+
+def test_term2_prompt_prints_what_a_session_there_would_start_with(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("root rule\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "AGENTS.md").write_text("sub rule\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
+    env.update(TERM2_LOG_LEVEL="debug", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    result = subprocess.run(
+        [sys.executable, "-m", "term2", "prompt", str(tmp_path / "sub")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    root = os.path.realpath(tmp_path / "sub")
+    assert result.stdout == system_prompt(root, WorkspaceToolbox().specs(), ProjectInstructions(root).current())
+    assert '<project_instructions path="sub/AGENTS.md">\nsub rule\n' in result.stdout
+    assert "instructions read" in result.stderr  # the log goes to stderr, never into the printed prompt

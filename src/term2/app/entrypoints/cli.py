@@ -1,4 +1,4 @@
-"""The `term2` command line (rich-click): help, version, models, doctor, and acp's help.
+"""The `term2` command line (rich-click): help, version, models, doctor, prompt, and acp's help.
 
 `term2 acp` itself is parsed by `term2.app.entrypoints.acp_args` on a lean path; the
 command declared here documents the same flags and delegates to it.
@@ -86,3 +86,21 @@ def doctor() -> None:
     if not status.available:
         click.echo("term2 never runs commands unsandboxed: the shell tool will refuse.", err=True)
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+def prompt(folder: str | None) -> None:
+    """Print the system prompt a session in FOLDER (default: here) starts with, project instructions included."""
+    from term2.adapters.logging_setup import configure_logging
+    from term2.app.config import ConfigError, load_settings
+    from term2.app.conversation import system_prompt
+    from term2.app.instructions import ProjectInstructions
+    from term2.app.tools import WorkspaceToolbox
+
+    try:
+        configure_logging(load_settings(os.environ).log_level)  # to stderr: stdout is the prompt alone
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    root = os.path.realpath(folder or os.getcwd())
+    click.echo(system_prompt(root, WorkspaceToolbox().specs(), ProjectInstructions(root).current()), nl=False)
