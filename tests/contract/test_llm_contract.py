@@ -27,6 +27,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from term2.adapters.llm import retry_hints
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.llm.scripted import ScriptedProvider
 from term2.domain.turn import FinishReason
@@ -42,6 +43,7 @@ from term2.ports.llm import (
     ProviderSettings,
     ProviderTimeout,
     ProviderUnreachable,
+    QuotaExceeded,
     RateLimited,
     TextDelta,
     ThoughtDelta,
@@ -50,7 +52,7 @@ from term2.ports.llm import (
     ToolSpec,
     Usage,
 )
-from tests.fakes.llm_server import FakeLLMServer, start_fake_llm, text_pieces
+from tests.fakes.llm_server import QUOTA_EXCEEDED, FakeLLMServer, start_fake_llm, text_pieces
 
 pytestmark = pytest.mark.anyio
 
@@ -118,18 +120,22 @@ class Harness(Protocol):
 def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMError]:
     """The reference meaning of a fake-server reply, as port events."""
     if status := reply.get("status"):
-        err = _ERROR_BY_STATUS.get(int(status), LLMError)
-        return [err(f"{model} failed (HTTP {status}): {reply.get('error_message', '')}")]
+        quota = reply.get("error_code") == "insufficient_quota"
+        err = QuotaExceeded if quota else _ERROR_BY_STATUS.get(int(status), LLMError)
+        said = reply.get("error_message", "")
+        hint = retry_hints.from_headers(reply.get("headers", {}))
+        hint = hint if hint is not None else retry_hints.from_message(said)
+        return [err(f"{model} failed (HTTP {status}): {said}", status=int(status), retry_after=hint)]
     items: list[LLMEvent | LLMError] = []
     items += [ThoughtDelta(p) for p in text_pieces(reply.get("thought", ""), None)]
     items += [TextDelta(p) for p in text_pieces(reply.get("text", ""), reply.get("chunks"))]
     if "stall_after" in reply:
         deltas = items[: int(reply["stall_after"])]
-        return [*deltas, ProviderTimeout(f"Timed out waiting for {model} (HTTP 408)")]
+        return [*deltas, ProviderTimeout(f"Timed out waiting for {model} (HTTP 408)", status=408)]
     if "error_after" in reply:
         deltas = items[: int(reply["error_after"])]
         message = reply.get("error_message", "Overloaded (fake).")
-        return [*deltas, LLMError(f"Provider error from {model} (HTTP 500): {message}")]
+        return [*deltas, LLMError(f"Provider error from {model} (HTTP 500): {message}", status=500)]
     for i, call in enumerate(reply.get("tool_calls", [])):
         request = ToolCallRequest(f"call_{i}", call["name"], json.dumps(call["arguments"]))
         items.append(ToolCallReady(request))
@@ -311,12 +317,47 @@ async def test_http_errors_map_to_port_errors(
     assert "litellm." not in message and "Handle with" not in message, message
 
 
+@pytest.mark.parametrize(
+    ("reply", "expected", "transient", "retry_after"),
+    [
+        ({"status": 429, "headers": {"retry-after": "2"}}, RateLimited, True, 2.0),
+        ({"status": 429, "headers": {"retry-after-ms": "1500", "retry-after": "9"}}, RateLimited, True, 1.5),
+        ({"status": 429, "error_message": "Slow down. Please try again in 1.5s. Visit"}, RateLimited, True, 1.5),
+        (QUOTA_EXCEEDED, QuotaExceeded, False, None),
+        ({"status": 503, "headers": {"retry-after": "3"}}, LLMError, True, 3.0),
+        ({"status": 529, "error_type": "overloaded_error", "error_message": "Overloaded"}, LLMError, True, None),
+        ({"status": 401}, AuthenticationFailed, False, None),
+        (
+            {"status": 400, "error_code": "context_length_exceeded", "error_message": "prompt is too long: 9 > 8"},
+            ContextWindowExceeded,
+            False,
+            None,
+        ),
+    ],
+    ids=["429-retry-after", "429-retry-after-ms", "429-try-again-in", "429-quota", "503", "529", "401", "400-context"],
+)
+async def test_errors_carry_what_the_retry_policy_reads(
+    harness: Harness, reply: dict[str, Any], expected: type[LLMError], transient: bool, retry_after: float | None
+) -> None:
+    """Status, the provider's wait hint and whether waiting helps: the same answers from every adapter."""
+    with pytest.raises(LLMError) as caught:
+        await collect(harness, reply)
+    error = caught.value
+    assert type(error) is expected, repr(error)
+    assert error.transient is transient, repr(error)
+    assert error.retry_after == retry_after, repr(error)
+    # Anthropic's 529 reaches litellm's Anthropic path as a 500: a server error either way.
+    status = error.status
+    assert status is not None and (status == reply["status"] or (reply["status"] >= 500 and status >= 500)), status
+
+
 async def test_connection_refused_is_unreachable(harness: Harness) -> None:
     started = time.monotonic()
     with pytest.raises(ProviderUnreachable) as caught:
         async with opened(harness, unreachable=True) as provider:
             [e async for e in provider.stream(REQUEST)]
     assert harness.model in str(caught.value)
+    assert caught.value.transient and caught.value.status is None
     assert time.monotonic() - started < 5, "no hidden retries"
 
 
@@ -332,6 +373,7 @@ async def test_stall_mid_stream_times_out(harness: Harness) -> None:
     assert [e.text for e in _of(seen, TextDelta)] == ["one "]
     assert not _of(seen, Finished)
     assert harness.model in str(caught.value)
+    assert caught.value.transient  # the agent loop still refuses: a delta was already shown
 
 
 async def test_error_event_mid_stream_is_a_provider_error(harness: Harness) -> None:
