@@ -24,6 +24,7 @@ from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.domain.diff import change_summary, git_patch
 from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind
+from term2.domain.near_match import closest_lines
 from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
@@ -202,6 +203,20 @@ class EditFile:
         )
 
 
+def _not_found(path: str, text: str, old_string: str) -> str:
+    message = f"old_string was not found in {path}"
+    near = closest_lines(text, old_string)
+    if near is None:
+        return message + "; read the file and copy the text exactly"
+    last = near.first_line + len(near.lines) - 1
+    shown = "\n".join(f"{near.first_line + i:>6}\t{line}" for i, line in enumerate(near.lines))
+    where = f"line {near.first_line}" if last == near.first_line else f"lines {near.first_line}-{last}"
+    return (
+        f"{message}. The closest text is at {where} (line numbers are not part of the file):\n{shown}\n"
+        "Copy the text exactly from there (whitespace included) and call edit_file again."
+    )
+
+
 def edit_file(
     path: str, root: str, old_string: str, new_string: str, replace_all: bool
 ) -> Outcome:
@@ -210,9 +225,7 @@ def edit_file(
         raise ToolFailed(f"file not found: {path} (use write_file to create it)")
     count = old.count(old_string)
     if count == 0:
-        raise ToolFailed(
-            f"old_string was not found in {path}; read the file and copy the text exactly"
-        )
+        raise ToolFailed(_not_found(path, old, old_string))
     if count > 1 and not replace_all:
         raise ToolFailed(
             f"old_string matches {count} times in {path}; include more surrounding context to make "
