@@ -132,6 +132,7 @@ def test_specs_are_valid_json_schemas() -> None:
         "edit_file",
         "run_shell",
         "run_code",
+        "update_plan",
     ]
     for spec in specs:
         jsonschema.Draft202012Validator.check_schema(spec.parameters)

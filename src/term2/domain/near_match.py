@@ -34,7 +34,7 @@ def _candidates(keys: list[str], probe: str) -> list[int]:
     """Lines worth comparing with ``probe``: all of them in a small file; else those holding its rarest word."""
     if len(keys) <= MAX_CANDIDATES:
         return list(range(len(keys)))
-    words = sorted(set(re.findall(r"\w{3,}", probe)), key=len, reverse=True)[:5]
+    words = sorted(set(re.findall(r"\w{3,}", probe)), key=lambda w: (-len(w), w))[:5]
     best: list[int] = []
     for word in words:
         hits = [i for i, key in enumerate(keys) if word in key]

@@ -22,6 +22,7 @@ from term2.app.tools.gate import authorize, denial_message
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
 from term2.app.tools.paths import canonical_root
+from term2.app.tools.plan import UpdatePlan
 from term2.app.tools.read import ReadFile
 from term2.app.tools.run_code import RunCode
 from term2.app.tools.search import Grep
@@ -35,7 +36,7 @@ log = structlog.get_logger("term2.tools")
 
 def default_tools() -> tuple[Tool, ...]:
     base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
-    return (*base, RunCode(WorkspaceToolbox(base)))
+    return (*base, RunCode(WorkspaceToolbox(base)), UpdatePlan())
 
 
 class WorkspaceToolbox:
