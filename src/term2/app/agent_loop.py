@@ -89,9 +89,39 @@ async def run_loop(
         if not may_ask_again(requests, limits):
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
-        for call in response.calls:
-            result = await toolbox.execute(call, ctx)
+        for call, result in zip(response.calls, await _run_tools(response.calls, toolbox, ctx), strict=True):
             messages.append(ChatMessage("tool", result, tool_call_id=call.call_id))
+
+
+async def _run_tools(calls: list[ToolCallRequest], toolbox: Toolbox, ctx: ToolContext) -> list[str]:
+    """Results in the order the model asked; consecutive read-only calls run side by side.
+
+    A response that reads five files should not wait for five round trips
+    through the disk. Anything that writes, runs or needs an approval runs
+    alone and in order, so the user is never asked two questions at once and
+    a later call sees what an earlier one did.
+    """
+    results: list[str] = [""] * len(calls)
+    index = 0
+    while index < len(calls):
+        end = index
+        while end < len(calls) and toolbox.runs_concurrently(calls[end], ctx):
+            end += 1
+        if end - index > 1:
+            async with anyio.create_task_group() as tg:
+                for position in range(index, end):
+                    tg.start_soon(_run_into, results, position, calls[position], toolbox, ctx)
+            index = end
+            continue
+        results[index] = await toolbox.execute(calls[index], ctx)
+        index += 1
+    return results
+
+
+async def _run_into(
+    results: list[str], position: int, call: ToolCallRequest, toolbox: Toolbox, ctx: ToolContext
+) -> None:
+    results[position] = await toolbox.execute(call, ctx)
 
 
 async def _respond(

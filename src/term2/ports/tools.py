@@ -52,3 +52,12 @@ class Toolbox(Protocol):
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         """Run one call to its end and return the text the model sees as its result."""
         ...
+
+    def runs_concurrently(self, call: ToolCallRequest, ctx: ToolContext) -> bool:
+        """True when the call only reads and needs no approval, so it may run beside others.
+
+        Decided without asking anyone or touching file contents; anything
+        doubtful (unknown tool, bad arguments, an approval needed) is False,
+        and the call then runs alone, in order.
+        """
+        ...

@@ -28,10 +28,15 @@ from term2.app.tools.run_code import RunCode
 from term2.app.tools.search import Grep
 from term2.app.tools.shell import RunShell
 from term2.domain.history import ToolKind, ToolStatus
+from term2.domain.workspace import Access
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext
 
 log = structlog.get_logger("term2.tools")
+
+
+# Read-only tools: several of them in one model response run side by side (read, list, glob, grep).
+CONCURRENT_KINDS = frozenset({ToolKind.READ, ToolKind.SEARCH})
 
 
 def default_tools() -> tuple[Tool, ...]:
@@ -50,6 +55,18 @@ class WorkspaceToolbox:
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(tool.spec() for tool in self._tools.values())
+
+    def runs_concurrently(self, call: ToolCallRequest, ctx: ToolContext) -> bool:
+        tool = self._tools.get(call.name)
+        if tool is None or tool.kind not in CONCURRENT_KINDS:
+            return False
+        try:
+            invocation = tool.prepare(parse_arguments(call.arguments), canonical_root(ctx.access.workspace.root))
+        except Exception:  # the call fails on its own when it runs; alone, in order
+            return False
+        if invocation.access is not Access.READ or invocation.command is not None:
+            return False
+        return not ctx.access.workspace.needs_approval(invocation.access, invocation.target)
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         tracker = CallTracker(call.call_id, ctx)
