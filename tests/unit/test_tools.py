@@ -215,11 +215,11 @@ async def test_read_refuses_binary_and_missing(h: Harness) -> None:
 
 async def test_read_size_cap_is_marked(h: Harness) -> None:
     (h.root / "big.txt").write_text("".join(f"{'x' * 90} {i}\n" for i in range(5000)))
-    h.toolbox = WorkspaceToolbox([ReadFile(limit_bytes=4096)])
+    h.toolbox = WorkspaceToolbox([ReadFile(limit_tokens=1024)])
     text = await h.call("read_file", path="big.txt")
     assert len(text.encode()) < 4096 + 200
-    assert "[truncated at 4.0 KiB; continue with offset=" in text
-    next_offset = int(text.rsplit("offset=", 1)[1].split("]")[0])
+    assert "[truncated at about 1,024 tokens (4.0 KiB); continue with offset=" in text
+    next_offset = int(text.rsplit("offset=", 1)[1].split(",")[0])
     more = await h.call("read_file", path="big.txt", offset=next_offset, limit=1)
     assert more.startswith(f"{next_offset:>6}\t")
 

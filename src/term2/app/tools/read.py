@@ -25,14 +25,22 @@ from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
-READ_LIMIT = 256 * 1024
+# The cap is what the model pays for, so it is counted in tokens: ~4 bytes of source text each
+# (a cheap estimate that needs no tokenizer). 20,000 tokens is a long file's worth, yet leaves
+# room in any window for the conversation around it.
+READ_LIMIT_TOKENS = 20_000
+BYTES_PER_TOKEN = 4
 
 
 @dataclass(frozen=True, slots=True)
 class ReadFile:
-    limit_bytes: int = READ_LIMIT
+    limit_tokens: int = READ_LIMIT_TOKENS
     name: str = "read_file"
     kind: ToolKind = ToolKind.READ
+
+    @property
+    def limit_bytes(self) -> int:
+        return self.limit_tokens * BYTES_PER_TOKEN
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -40,8 +48,8 @@ class ReadFile:
             description=(
                 "Read a UTF-8 text file. Relative paths are relative to the workspace root. "
                 "Each line is prefixed with its 1-based number and a tab (the prefix is not part of "
-                f"the file). Output is capped at {human_size(self.limit_bytes)}; use offset/limit "
-                "to read further. Binary files are refused."
+                f"the file). Output is capped at about {self.limit_tokens:,} tokens; use offset/limit "
+                "to read further, and read only the parts you need. Binary files are refused."
             ),
             parameters={
                 "type": "object",
@@ -134,8 +142,10 @@ def _numbered(
                     + f"\n[line {line_no} was cut]\n"
                 )
                 line_no += 1
+            tokens = limit_bytes // BYTES_PER_TOKEN
             out.append(
-                f"[truncated at {human_size(limit_bytes)}; continue with offset={line_no}]\n"
+                f"[truncated at about {tokens:,} tokens ({human_size(limit_bytes)}); continue with "
+                f"offset={line_no}, or read a smaller range with limit]\n"
             )
             return "".join(out)
         out.append(numbered)
