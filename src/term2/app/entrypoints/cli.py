@@ -16,6 +16,7 @@ from term2 import __version__
 from term2.app.config import EFFORTS
 
 if TYPE_CHECKING:
+    from term2.app.config import Settings
     from term2.app.entrypoints.container import Container
 
 
@@ -45,15 +46,23 @@ def _raw_args(provider: str | None, model: str | None, effort: str | None, extra
     return argv + list(extra)
 
 
-def _container() -> Container:
+def _settings() -> Settings:
+    """The layered settings, with logging set up to stderr: stdout carries only what a command prints."""
+    from term2.adapters.logging_setup import configure_logging
     from term2.app.config import ConfigError, load_settings
-    from term2.app.entrypoints.container import build_container
 
     try:
         settings = load_settings(os.environ)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    return build_container(settings, os.environ)
+    configure_logging(settings.log_level)
+    return settings
+
+
+def _container() -> Container:
+    from term2.app.entrypoints.container import build_container
+
+    return build_container(_settings(), os.environ)
 
 
 @cli.command()
@@ -92,15 +101,10 @@ def doctor() -> None:
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 def prompt(folder: str | None) -> None:
     """Print the system prompt a session in FOLDER (default: here) starts with, project instructions included."""
-    from term2.adapters.logging_setup import configure_logging
-    from term2.app.config import ConfigError, load_settings
     from term2.app.conversation import system_prompt
     from term2.app.instructions import ProjectInstructions
     from term2.app.tools import WorkspaceToolbox
 
-    try:
-        configure_logging(load_settings(os.environ).log_level)  # to stderr: stdout is the prompt alone
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    _settings()  # stdout is the prompt alone
     root = os.path.realpath(folder or os.getcwd())
     click.echo(system_prompt(root, WorkspaceToolbox().specs(), ProjectInstructions(root).current()), nl=False)

@@ -1,0 +1,37 @@
+"""`term2 doctor` prints its verdict on stdout and nothing else; its logs go to stderr."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+if not os.path.exists("/usr/bin/bwrap"):
+    pytest.skip("/usr/bin/bwrap is not installed", allow_module_level=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a socket in /opt (which doctor's probe masks and logs) needs root")
+def test_doctor_stdout_is_the_verdict_alone(tmp_path: Path) -> None:
+    folder = Path(f"/opt/term2-doctor-{uuid.uuid4().hex[:8]}")
+    folder.mkdir()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(folder / "agent.sock"))  # found and masked by the probe's first run: a log line
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
+        env.update(TERM2_LOG_LEVEL="debug", XDG_CONFIG_HOME=str(tmp_path / "config"), TERM2_HOME=str(tmp_path / "h"))
+        result = subprocess.run(
+            [sys.executable, "-m", "term2", "doctor"], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [result.stdout.strip()]
+    assert result.stdout.startswith("sandbox (bubblewrap): ok: ")
+    assert "host_sockets_masked" in result.stderr
