@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from term2.adapters.acp import wire_v1, wire_v2
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_common import TOOL_KINDS, parent_meta
+from term2.adapters.acp.wire_common import TOOL_KINDS, locations, parent_meta
 from term2.domain.approval import Choice, OptionKind
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
 from term2.ports.updates import StateChanged
@@ -50,7 +49,7 @@ def _v1_tool_call(request: ApprovalRequest) -> v1.ToolCallUpdate:
         "kind": TOOL_KINDS[call.kind],
         "status": "pending",
         "rawInput": call.raw_input,
-        "locations": wire_v1.locations(call.locations),
+        "locations": locations(call.locations),
     }
     meta = parent_meta(call)
     if meta is not None:
@@ -66,7 +65,7 @@ def _v2_tool_call(request: ApprovalRequest) -> v2.ToolCallUpdate:
         "kind": TOOL_KINDS[call.kind],
         "status": "pending",
         "rawInput": call.raw_input,
-        "locations": wire_v2.locations(call.locations),
+        "locations": locations(call.locations),
     }
     meta = parent_meta(call)
     if meta is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from term2.domain.history import ToolCall, ToolKind
+from term2.domain.history import Location, ToolCall, ToolKind
 from term2.domain.turn import StopReason
 
 if TYPE_CHECKING:
@@ -42,3 +42,14 @@ def parent_meta(call: ToolCall) -> dict[str, Any] | None:
     if call.parent_id is None:
         return None
     return {"term2": {"parentToolCallId": call.parent_id}}
+
+
+def locations(locs: tuple[Location, ...]) -> list[v1.ToolCallLocation]:
+    """Where a tool call acts; the same shape in v1 and v2 (mypy checks it against both)."""
+    out: list[v1.ToolCallLocation] = []
+    for loc in locs:
+        item: v1.ToolCallLocation = {"path": loc.path}
+        if loc.line is not None:
+            item["line"] = loc.line
+        out.append(item)
+    return out

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from term2.adapters.acp.wire_common import TOOL_KINDS, parent_meta
+from term2.adapters.acp.wire_common import TOOL_KINDS, locations, parent_meta
 from term2.domain.content import ContentBlock, TextBlock
 from term2.domain.history import (
     DiffOutput,
-    Location,
     TerminalOutput,
     TextOutput,
     ToolCall,
@@ -54,16 +53,6 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
     if isinstance(block, TextBlock):
         return text_block(block.text)
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
-
-
-def locations(locs: tuple[Location, ...]) -> list[v1.ToolCallLocation]:
-    out: list[v1.ToolCallLocation] = []
-    for loc in locs:
-        item: v1.ToolCallLocation = {"path": loc.path}
-        if loc.line is not None:
-            item["line"] = loc.line
-        out.append(item)
-    return out
 
 
 def _tool_content(output: ToolOutput) -> v1.ToolCallContent:

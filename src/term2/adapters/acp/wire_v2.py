@@ -8,12 +8,11 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, cast
 
-from term2.adapters.acp.wire_common import STOP_REASONS, TOOL_KINDS, parent_meta
+from term2.adapters.acp.wire_common import STOP_REASONS, TOOL_KINDS, locations, parent_meta
 from term2.domain.content import ContentBlock, TextBlock
 from term2.domain.diff import git_patch
 from term2.domain.history import (
     DiffOutput,
-    Location,
     TerminalOutput,
     TextOutput,
     ToolCall,
@@ -53,16 +52,6 @@ def content_block(block: ContentBlock) -> v2.ContentBlock:
     if isinstance(block, TextBlock):
         return text_block(block.text)
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
-
-
-def locations(locs: tuple[Location, ...]) -> list[v2.ToolCallLocation]:
-    out: list[v2.ToolCallLocation] = []
-    for loc in locs:
-        item: v2.ToolCallLocation = {"path": loc.path}
-        if loc.line is not None:
-            item["line"] = loc.line
-        out.append(item)
-    return out
 
 
 def _stop_reason(reason: StopReason) -> v2.StopReason:
