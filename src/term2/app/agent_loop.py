@@ -143,7 +143,7 @@ async def _respond(
     while True:
         response = _Response()
         try:
-            await _stream_recorded(messages, llm, toolbox, ctx, response)
+            await _stream_response(messages, llm, toolbox, ctx, response)
             return response
         except LLMError as exc:
             if response.started or not exc.transient:
@@ -160,22 +160,6 @@ async def _respond(
         waited += wait
 
 
-async def _stream_recorded(
-    messages: list[ChatMessage],
-    llm: LLMProvider,
-    toolbox: Toolbox,
-    ctx: ToolContext,
-    response: _Response,
-) -> None:
-    """Stream one response; whatever of it arrived is recorded, even when it failed or was cancelled."""
-    try:
-        await _stream_response(messages, llm, toolbox, ctx, response)
-    finally:
-        with anyio.CancelScope(shield=True):
-            for entry in response.entries():
-                await ctx.record(entry)
-
-
 async def _stream_response(
     messages: list[ChatMessage],
     llm: LLMProvider,
@@ -183,6 +167,7 @@ async def _stream_response(
     ctx: ToolContext,
     response: _Response,
 ) -> None:
+    """Stream one response into ``response``; what arrived is recorded, even when it failed or was cancelled."""
     request = CompletionRequest(tuple(messages), toolbox.specs())
     stream = llm.stream(request)
     try:
@@ -204,7 +189,9 @@ async def _stream_response(
             elif isinstance(event, Finished):
                 response.finish = event.reason
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
                 await aclose()
+            for entry in response.entries():
+                await ctx.record(entry)

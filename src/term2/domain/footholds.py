@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePosixPath
 
+from term2.domain.paths import is_within
+
 GIT_DIR_KEYS = frozenset({"HEAD", "objects", "refs"})
 
 # Refused as roots themselves: too wide to hand to a model.
@@ -29,11 +31,6 @@ _WIDE_ROOTS = frozenset(
 _SYSTEM_TREES = (
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run",
 )  # fmt: skip
-
-
-def _within(path: str, folder: str) -> bool:
-    p, f = PurePosixPath(path), PurePosixPath(folder)
-    return p == f or f in p.parents
 
 
 def is_secret_name(name: str) -> bool:
@@ -81,12 +78,12 @@ def unsafe_root_reason(root: str, *, home: str, private: Collection[str] = ()) -
     if root in _WIDE_ROOTS:
         return f"{root} is too wide a folder to give an agent write access to; open a project folder instead"
     for tree in _SYSTEM_TREES:
-        if _within(root, tree):
+        if is_within(root, tree):
             return f"{root} is a system folder ({tree}); term2 does not edit the system, open a project folder instead"
-    if home and home != "/" and _within(home, root):
+    if home and home != "/" and is_within(home, root):
         what = "your home folder" if root == home else f"a folder above your home ({home})"
         return f"{root} is {what}; open a project folder inside it instead"
     for folder in private:
-        if _within(root, folder) or _within(folder, root):
+        if is_within(root, folder) or is_within(folder, root):
             return f"{root} overlaps term2's own data ({folder}); open a project folder that does not hold it"
     return None

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 
 from term2.domain.approval import Choice
 from term2.domain.footholds import is_secret_file
+from term2.domain.paths import is_within
 
 __all__ = ["Access", "Grants", "SessionAccess", "Workspace", "is_git_metadata", "is_secret_file", "is_within"]
 
@@ -26,11 +27,6 @@ class Access(StrEnum):
     READ = "read"
     EDIT = "edit"
     EXECUTE = "execute"
-
-
-def is_within(path: str, folder: str) -> bool:
-    p, f = PurePosixPath(path), PurePosixPath(folder)
-    return p == f or f in p.parents
 
 
 def is_git_metadata(path: str, root: str) -> bool:
