@@ -10,10 +10,36 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from term2.domain.retry import is_transient
+from term2.domain.transcript import ChatMessage, ReasoningBlock, ToolCallRequest
 from term2.domain.turn import FinishReason
+
+__all__ = [
+    "AuthenticationFailed",
+    "BadRequest",
+    "ChatMessage",
+    "CompletionRequest",
+    "ContextWindowExceeded",
+    "Finished",
+    "LLMError",
+    "LLMEvent",
+    "LLMProvider",
+    "ProviderSettings",
+    "ProviderTimeout",
+    "ProviderUnreachable",
+    "QuotaExceeded",
+    "RateLimited",
+    "ReasoningBlock",
+    "ReasoningReady",
+    "TextDelta",
+    "ThoughtDelta",
+    "ToolCallReady",
+    "ToolCallRequest",
+    "ToolSpec",
+    "Usage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,25 +50,18 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallRequest:
-    call_id: str
-    name: str
-    arguments: str  # raw JSON text exactly as the model produced it
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str
-    tool_calls: tuple[ToolCallRequest, ...] = ()
-    tool_call_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class CompletionRequest:
+    """One model request.
+
+    ``cache_key`` is stable for a session and differs between sessions: adapters
+    whose provider routes prompt caches by key (OpenAI's ``prompt_cache_key``)
+    send it; the others ignore it.
+    """
+
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +82,27 @@ class ToolCallReady:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningReady:
+    """A complete reasoning block (its text already streamed as ThoughtDeltas) to keep for the next request."""
+
+    block: ReasoningBlock
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one response as the provider counted them.
+
+    ``input_tokens`` is the whole prompt, cached parts included (adapters add
+    Anthropic's separately reported cache reads and writes back in), so that
+    it measures how full the context window is.
+    """
+
     input_tokens: int
     output_tokens: int
     context_window: int | None = None
+    cached_input_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens, written to the cache (Anthropic bills these higher)
+    reasoning_tokens: int = 0  # of output_tokens, spent thinking
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +110,7 @@ class Finished:
     reason: FinishReason
 
 
-LLMEvent = TextDelta | ThoughtDelta | ToolCallReady | Usage | Finished
+LLMEvent = TextDelta | ThoughtDelta | ToolCallReady | ReasoningReady | Usage | Finished
 
 
 @dataclass(frozen=True, slots=True)
