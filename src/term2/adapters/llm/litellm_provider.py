@@ -6,10 +6,14 @@ rules: litellm is imported lazily (see `litellm_runtime`), hidden retries are
 off (term2 decides retry policy), every litellm exception is mapped to the
 port's errors (see `litellm_errors`), and the HTTP stream is closed in a
 `finally` so a cancelled turn stops the provider from generating (and billing).
+Anthropic's signed thinking blocks make the round trip (streamed
+`thinking_blocks` become `ReasoningReady`, and go back as `thinking_blocks`),
+and OpenAI's `prompt_cache_key` is sent where litellm is known to pass it on.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +26,13 @@ from term2.adapters.llm.litellm_runtime import (
     shutdown_litellm,
 )
 from term2.adapters.llm.litellm_wire import (
+    ReasoningAssembler,
     ToolCallAssembler,
     field_of,
     finish_reason,
     message_to_openai,
     tool_to_openai,
-    usage_counts,
+    usage_from,
 )
 from term2.ports.llm import (
     CompletionRequest,
@@ -42,14 +47,33 @@ from term2.ports.llm import (
 
 __all__ = ["LiteLLMProvider", "preload"]
 
+# Providers whose litellm path turns `thinking_blocks` into Anthropic content blocks.
+_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai"})
+# Bare ids litellm routes to OpenAI itself; `prompt_cache_key` is an OpenAI parameter
+# that litellm refuses (UnsupportedParamsError) for providers that do not take it.
+_BARE_OPENAI = re.compile(r"^(gpt-|chatgpt-|o\d)")
+
+
+def _sends_thinking_blocks(model: str) -> bool:
+    head, sep, rest = model.partition("/")
+    if not sep:
+        return model.startswith("claude")
+    return head == "anthropic" or (head in _THINKING_PROVIDERS and "claude" in rest)
+
+
+def _takes_prompt_cache_key(model: str) -> bool:
+    head, sep, _ = model.partition("/")
+    return head == "openai" if sep else bool(_BARE_OPENAI.match(model))
+
 
 @dataclass
 class _StreamState:
     """What must be remembered across chunks until the stream ends."""
 
     calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
+    reasoning: ReasoningAssembler = field(default_factory=ReasoningAssembler)
     finish: str | None = None
-    usage: tuple[int, int] | None = None
+    usage: Usage | None = None
 
 
 class LiteLLMProvider:
@@ -65,9 +89,10 @@ class LiteLLMProvider:
 
     def _completion_kwargs(self, request: CompletionRequest) -> dict[str, Any]:
         s = self._settings
+        thinking = _sends_thinking_blocks(s.model)
         kwargs: dict[str, Any] = {
             "model": s.model,
-            "messages": [message_to_openai(m) for m in request.messages],
+            "messages": [message_to_openai(m, thinking_blocks=thinking) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": s.timeout_s,  # per read for streams; litellm's default is 6000 s
@@ -83,6 +108,8 @@ class LiteLLMProvider:
             kwargs["api_key"] = s.api_key
         if s.effort and s.supports_reasoning:
             kwargs["reasoning_effort"] = s.effort
+        if request.cache_key and _takes_prompt_cache_key(s.model):
+            kwargs["prompt_cache_key"] = request.cache_key
         return kwargs
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
@@ -108,12 +135,14 @@ class LiteLLMProvider:
                     break
                 except Exception as exc:
                     raise map_litellm_error(exc, model, self._settings.api_base) from exc
-                for event in self._translate(chunk, state):
+                for event in self._translate(chunk, state, self._settings.context_window):
                     yield event
+            for reasoning in state.reasoning.ready():
+                yield reasoning
             for ready in state.calls.ready():
                 yield ready
             if state.usage is not None:
-                yield Usage(state.usage[0], state.usage[1], self._settings.context_window)
+                yield state.usage
             yield Finished(finish_reason(state.finish, bool(state.calls)))
         finally:
             # Closing (not just dropping) the wrapper is what releases the HTTP stream;
@@ -121,10 +150,10 @@ class LiteLLMProvider:
             await response.aclose()
 
     @staticmethod
-    def _translate(chunk: Any, state: _StreamState) -> list[LLMEvent]:
-        counts = usage_counts(field_of(chunk, "usage"))
-        if counts is not None:
-            state.usage = counts
+    def _translate(chunk: Any, state: _StreamState, context_window: int | None) -> list[LLMEvent]:
+        usage = usage_from(field_of(chunk, "usage"), context_window)
+        if usage is not None:
+            state.usage = usage
         events: list[LLMEvent] = []
         for choice in field_of(chunk, "choices") or ():
             delta = field_of(choice, "delta")
@@ -137,6 +166,8 @@ class LiteLLMProvider:
                     events.append(TextDelta(str(text)))
                 for fragment in field_of(delta, "tool_calls") or ():
                     state.calls.add(fragment)
+                for block in field_of(delta, "thinking_blocks") or ():
+                    state.reasoning.add(block)
             reason = field_of(choice, "finish_reason")
             if reason:
                 state.finish = str(reason)

@@ -2,7 +2,9 @@
 
 Kept apart from the provider so they can be unit-tested without importing
 litellm, and so the streaming generator stays short enough to audit for the
-one thing that matters most there: the HTTP stream is always closed.
+one thing that matters most there: the HTTP stream is always closed. This
+module imports no litellm, so the native OpenAI adapter reuses it too (the
+Chat Completions shapes are the same).
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from term2.domain.turn import FinishReason
-from term2.ports.llm import ChatMessage, ToolCallReady, ToolCallRequest, ToolSpec
+from term2.ports.llm import (
+    ChatMessage,
+    ReasoningBlock,
+    ReasoningReady,
+    ToolCallReady,
+    ToolCallRequest,
+    ToolSpec,
+    Usage,
+)
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -22,9 +32,19 @@ _FINISH = {
 }
 
 
-def message_to_openai(message: ChatMessage) -> dict[str, Any]:
-    """One port message as an OpenAI chat message (litellm converts it for other providers)."""
+def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) -> dict[str, Any]:
+    """One port message as an OpenAI chat message (litellm converts it for other providers).
+
+    With ``thinking_blocks``, an assistant message's Anthropic reasoning goes along
+    as litellm's ``thinking_blocks`` field, which litellm's Anthropic path puts first
+    in the assistant content (a tool loop with thinking on requires them back,
+    signed). Off by default: OpenAI itself knows no such field.
+    """
     out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if thinking_blocks and message.role == "assistant":
+        blocks = [_thinking_block(b) for b in message.reasoning if b.provider == "anthropic"]
+        if blocks:
+            out["thinking_blocks"] = blocks
     if message.role == "assistant" and message.tool_calls:
         out["content"] = message.content or None
         out["tool_calls"] = [
@@ -38,6 +58,12 @@ def message_to_openai(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id or ""
     return out
+
+
+def _thinking_block(block: ReasoningBlock) -> dict[str, Any]:
+    if block.kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.text}
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
 
 
 def tool_to_openai(tool: ToolSpec) -> dict[str, Any]:
@@ -112,12 +138,79 @@ class ToolCallAssembler:
         return out
 
 
-def usage_counts(usage: Any) -> tuple[int, int] | None:
-    """(input, output) tokens from a litellm usage object, or None if absent."""
+def _count(obj: Any, name: str) -> int:
+    value = field_of(obj, name) if obj is not None else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def usage_from(usage: Any, context_window: int | None) -> Usage | None:
+    """The port's Usage from an OpenAI-shaped usage object (litellm's or the raw JSON), or None if absent.
+
+    Cached input is ``prompt_tokens_details.cached_tokens`` (OpenAI) or
+    litellm's ``cache_read_input_tokens`` (Anthropic, whose ``prompt_tokens``
+    litellm already reports with the cache reads and writes added in).
+    """
     if usage is None:
         return None
     prompt = field_of(usage, "prompt_tokens")
     completion = field_of(usage, "completion_tokens")
     if prompt is None and completion is None:
         return None
-    return int(prompt or 0), int(completion or 0)
+    cached = _count(field_of(usage, "prompt_tokens_details"), "cached_tokens") or _count(
+        usage, "cache_read_input_tokens"
+    )
+    return Usage(
+        input_tokens=int(prompt or 0),
+        output_tokens=int(completion or 0),
+        context_window=context_window,
+        cached_input_tokens=cached,
+        cache_write_tokens=_count(usage, "cache_creation_input_tokens"),
+        reasoning_tokens=_count(field_of(usage, "completion_tokens_details"), "reasoning_tokens"),
+    )
+
+
+@dataclass
+class _PartialReasoning:
+    kind: str = "thinking"
+    text: list[str] = field(default_factory=list)
+    signature: str = ""
+
+
+@dataclass
+class ReasoningAssembler:
+    """Rebuilds Anthropic thinking blocks from litellm's streamed ``delta.thinking_blocks``.
+
+    litellm sends each thinking delta as a one-element list (text so far: the
+    delta only), then the block's signature as a separate entry with empty
+    text, keyed by the block's ``index``; a redacted block arrives whole. Only
+    signed thinking and redacted blocks are kept: an unsigned block cannot be
+    sent back to Anthropic.
+    """
+
+    _blocks: dict[int, _PartialReasoning] = field(default_factory=dict)
+
+    def add(self, block: Any) -> None:
+        index = field_of(block, "index")
+        key = index if isinstance(index, int) else max(self._blocks, default=0)
+        part = self._blocks.setdefault(key, _PartialReasoning())
+        if field_of(block, "type") == "redacted_thinking":
+            part.kind = "redacted_thinking"
+            part.text = [str(field_of(block, "data") or "")]
+            return
+        text = field_of(block, "thinking")
+        if text:
+            part.text.append(str(text))
+        signature = field_of(block, "signature")
+        if signature:
+            part.signature = str(signature)
+
+    def ready(self) -> list[ReasoningReady]:
+        out = []
+        for key in sorted(self._blocks):
+            part = self._blocks[key]
+            text = "".join(part.text)
+            if part.kind == "redacted_thinking" and text:
+                out.append(ReasoningReady(ReasoningBlock("redacted_thinking", text)))
+            elif part.kind == "thinking" and part.signature:
+                out.append(ReasoningReady(ReasoningBlock("thinking", text, part.signature)))
+        return out

@@ -1,0 +1,98 @@
+"""`LLMProvider` speaking Anthropic Messages directly over httpx, without litellm.
+
+Why: litellm costs about 4 s and 190 MB to import (ADR 0016); Anthropic's wire
+is small and stable. The port's rules hold as for litellm: no hidden retries,
+errors mapped at the boundary (`http_errors`), the stream closed in a
+`finally` (`native_http`). The translations live in `anthropic_wire`.
+
+The endpoint is ``{api_base}/v1/messages`` (default base
+``https://api.anthropic.com``); a base that already ends in ``/v1`` gets
+``/messages`` only, so both spellings of a proxy's address work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from term2.adapters.llm.anthropic_wire import AnthropicStream, messages_body
+from term2.adapters.llm.native_http import SSEClient, drain, wire_model
+from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
+
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_ANTHROPIC_BASE", "AnthropicMessagesProvider"]
+
+DEFAULT_ANTHROPIC_BASE = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def _json(data: str, model: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
+    return payload if isinstance(payload, dict) else {}
+
+
+def messages_url(api_base: str) -> str:
+    base = api_base.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+class AnthropicMessagesProvider:
+    """Streams ``POST {api_base}/v1/messages``; ``provider`` is the model-id prefix to drop ("anthropic/claude-...")."""
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        provider: str | None = "anthropic",
+    ) -> None:
+        self._settings = settings
+        self._base = (settings.api_base or DEFAULT_ANTHROPIC_BASE).rstrip("/")
+        self._model = wire_model(settings.model, provider)
+        self._http = SSEClient(settings, self._base, transport)
+
+    @property
+    def settings(self) -> ProviderSettings:
+        return self._settings
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        if self._settings.api_key:
+            headers["x-api-key"] = self._settings.api_key
+        return headers
+
+    def body(self, request: CompletionRequest) -> dict[str, Any]:
+        s = self._settings
+        return messages_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+        """Yield deltas (and reasoning blocks) as they arrive, then tool calls, usage and exactly one Finished."""
+        model = self._settings.model
+        state = AnthropicStream(model, self._settings.context_window)
+        url = messages_url(self._base)
+        async with aclosing(self._http.events(url, self._headers(), self.body(request))) as events:
+            async for event in events:
+                for item in state.feed(event.event, _json(event.data, model)):
+                    yield item
+                if state.complete:
+                    break
+            if state.complete:
+                await drain(events)
+        if not (state.complete or state.stop_reason):
+            raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
+        for item in state.finish_events():
+            yield item
+
+    async def aclose(self) -> None:
+        """Close the HTTP client; idempotent, and a no-op before the first request."""
+        await self._http.aclose()

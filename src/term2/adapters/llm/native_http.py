@@ -1,0 +1,130 @@
+"""The HTTP half shared by the native adapters: one POST, its SSE events, and its closing.
+
+Why one place: the rules that matter most are the same for every wire and easy
+to get subtly wrong. The response is closed in a `finally` that is shielded
+from cancellation, so a cancelled turn (or an iterator closed early) hangs up
+on the provider instead of letting it generate, and bill, on. Every httpx
+failure and every HTTP error status is mapped to the port's errors here
+(`http_errors`), so the wire modules only translate JSON. No retries happen
+here: the agent loop owns retry policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from term2.adapters.llm.http_errors import error_from_response, error_from_transport
+from term2.adapters.llm.sse import SSEDecoder, SSEEvent
+from term2.ports.llm import LLMError, ProviderSettings
+
+__all__ = ["SSEClient", "drain", "timeout_for", "wire_model"]
+
+_USER_AGENT = "term2"
+_MAX_ERROR_BODY = 64 * 1024
+_CLOSE_GRACE_S = 5.0
+_DRAIN_S = 1.0
+
+
+def timeout_for(seconds: float) -> httpx.Timeout:
+    """``timeout_s`` bounds every wait (the first byte included: it is a read); connecting gets at most 10 s."""
+    return httpx.Timeout(connect=min(10.0, seconds), read=seconds, write=seconds, pool=seconds)
+
+
+def wire_model(model: str, provider: str | None) -> str:
+    """The model id the provider knows: ``"openai/gpt-5"`` → ``"gpt-5"`` when ``provider`` is "openai".
+
+    Only a first segment equal to ``provider`` is dropped, so an OpenRouter id
+    keeps its vendor: ``"openrouter/anthropic/claude"`` → ``"anthropic/claude"``.
+    """
+    if provider:
+        head, sep, rest = model.partition("/")
+        if sep and head == provider and rest:
+            return rest
+    return model
+
+
+async def drain(events: AsyncIterator[SSEEvent], seconds: float = _DRAIN_S) -> None:
+    """After the terminal event, read the (normally empty) rest of the body so httpx can reuse the connection.
+
+    Bounded, and failures ignored: the answer is already whole, so a server that
+    lingers after ``[DONE]`` or ``message_stop`` costs at most ``seconds``.
+    """
+    with anyio.move_on_after(seconds):
+        try:
+            async for _ in events:
+                pass
+        except LLMError:
+            pass
+
+
+class SSEClient:
+    """An httpx.AsyncClient, created on first use, that POSTs JSON and yields the response's SSE events."""
+
+    def __init__(self, settings: ProviderSettings, api_base: str, transport: httpx.AsyncBaseTransport | None) -> None:
+        self._model = settings.model
+        self._api_base = api_base
+        self._timeout = timeout_for(settings.timeout_s)
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=self._timeout,
+                follow_redirects=False,
+                headers={"user-agent": _USER_AGENT},
+                trust_env=True,  # honour HTTPS_PROXY / SSL_CERT_FILE like the SDKs do
+            )
+        return self._client
+
+    async def events(
+        self, url: str, headers: Mapping[str, str], body: dict[str, Any]
+    ) -> AsyncGenerator[SSEEvent, None]:
+        """POST ``body`` and yield its events; raise the port's errors; always close the response."""
+        try:
+            client = self._get_client()
+            request = client.build_request("POST", url, headers=dict(headers), json=body)
+            response = await client.send(request, stream=True)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise error_from_transport(exc, self._model, self._api_base, streaming=False) from exc
+        try:
+            if response.status_code >= 300:
+                raw = await self._error_body(response)
+                raise error_from_response(response.status_code, response.headers, raw, self._model)
+            decoder = SSEDecoder()
+            async for chunk in response.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    yield event
+            for event in decoder.flush():
+                yield event
+        except httpx.HTTPError as exc:
+            raise error_from_transport(exc, self._model, self._api_base, streaming=True) from exc
+        finally:
+            # Shielded: inside a cancelled scope an unshielded await would be cancelled
+            # before the socket is closed, and the provider would keep generating.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE_S):
+                await response.aclose()
+
+    @staticmethod
+    async def _error_body(response: httpx.Response) -> bytes:
+        """Up to 64 KiB of the error body; a body cut short still leaves the status to report."""
+        out = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                out += chunk
+                if len(out) >= _MAX_ERROR_BODY:
+                    break
+        except httpx.HTTPError:
+            pass
+        return bytes(out[:_MAX_ERROR_BODY])
+
+    async def aclose(self) -> None:
+        """Close the client if one was created; safe to call twice and before any request."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()

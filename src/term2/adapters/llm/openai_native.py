@@ -1,0 +1,92 @@
+"""`LLMProvider` speaking OpenAI Chat Completions directly over httpx, without litellm.
+
+Why: litellm costs about 4 s and 190 MB to import, which the common case (OpenAI
+or an OpenAI-compatible server: vLLM, llama.cpp, Ollama, OpenRouter, ...) does
+not need (ADR 0016). The port's rules hold as for litellm: no hidden retries,
+errors mapped at the boundary (`http_errors`), the stream closed in a `finally`
+(`native_http`).
+
+The endpoint is ``{api_base}/chat/completions``. The default base is
+``https://api.openai.com/v1``; a configured base is used as given, with no
+version path added, because compatible servers mount the API in different
+places (``http://localhost:8000/v1``, ``https://openrouter.ai/api/v1``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from term2.adapters.llm.native_http import SSEClient, drain, wire_model
+from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
+from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
+
+__all__ = ["DEFAULT_OPENAI_BASE", "OpenAIChatProvider"]
+
+DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+
+
+def _json(data: str, model: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
+    return chunk if isinstance(chunk, dict) else {}
+
+
+class OpenAIChatProvider:
+    """Streams ``POST {api_base}/chat/completions``; ``provider`` is the model-id prefix to drop ("openai/gpt-5")."""
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        provider: str | None = "openai",
+    ) -> None:
+        self._settings = settings
+        self._base = (settings.api_base or DEFAULT_OPENAI_BASE).rstrip("/")
+        self._model = wire_model(settings.model, provider)
+        self._http = SSEClient(settings, self._base, transport)
+
+    @property
+    def settings(self) -> ProviderSettings:
+        return self._settings
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if self._settings.api_key:
+            headers["authorization"] = f"Bearer {self._settings.api_key}"
+        return headers
+
+    def body(self, request: CompletionRequest) -> dict[str, object]:
+        s = self._settings
+        return chat_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+        """Yield deltas as they arrive, then tool calls, usage and exactly one Finished."""
+        model = self._settings.model
+        state = OpenAIStream(model, self._settings.context_window)
+        done = False
+        url = f"{self._base}/chat/completions"
+        async with aclosing(self._http.events(url, self._headers(), self.body(request))) as events:
+            async for event in events:
+                if event.is_done:
+                    done = True
+                    break
+                for item in state.feed(_json(event.data, model)):
+                    yield item
+            if done:
+                await drain(events)
+        if not (done or state.complete):
+            raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
+        for item in state.finish_events():
+            yield item
+
+    async def aclose(self) -> None:
+        """Close the HTTP client; idempotent, and a no-op before the first request."""
+        await self._http.aclose()

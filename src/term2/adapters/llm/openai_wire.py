@@ -1,0 +1,118 @@
+"""Pure translations for OpenAI Chat Completions: the request body, and stream chunks to port events.
+
+Kept apart from the HTTP code so both can be unit-tested without a server. The
+message and tool shapes are litellm's (`litellm_wire`, which imports no
+litellm): litellm itself speaks this dialect to every OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from term2.adapters.llm.http_errors import error_from_event
+from term2.adapters.llm.litellm_wire import (
+    ToolCallAssembler,
+    finish_reason,
+    message_to_openai,
+    tool_to_openai,
+    usage_from,
+)
+from term2.ports.llm import (
+    CompletionRequest,
+    Finished,
+    LLMEvent,
+    TextDelta,
+    ThoughtDelta,
+    Usage,
+)
+
+__all__ = ["OpenAIStream", "chat_body"]
+
+
+def chat_body(
+    request: CompletionRequest,
+    model: str,
+    *,
+    effort: str | None = None,
+    reasoning: bool = False,
+) -> dict[str, Any]:
+    """The JSON body of one streamed ``POST /chat/completions``.
+
+    ``max_tokens`` goes out as ``max_completion_tokens`` for reasoning models
+    (OpenAI refuses ``max_tokens`` there) and as ``max_tokens`` otherwise, the
+    name every compatible server knows. ``reasoning_effort`` only goes to
+    reasoning models, which alone accept it. Reasoning blocks are not sent: the
+    only ones the port carries are Anthropic's, which this wire has no place for.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [message_to_openai(m) for m in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [tool_to_openai(t) for t in request.tools]
+    if request.max_tokens is not None:
+        body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+    if effort and reasoning:
+        body["reasoning_effort"] = effort
+    if request.cache_key:
+        body["prompt_cache_key"] = request.cache_key
+    return body
+
+
+@dataclass
+class OpenAIStream:
+    """Folds ``chat.completion.chunk`` payloads into port events; `finish_events()` gives the closing ones.
+
+    Text and thoughts are yielded as they arrive. Tool-call fragments, usage and
+    the finish reason are held until the end, so a consumer never sees half a
+    call. Thoughts come as ``reasoning_content`` (DeepSeek, vLLM, litellm's
+    proxy) or ``reasoning`` (OpenRouter, Ollama); a delta carrying both
+    streams the first only, since some servers send the same text twice. An
+    ``{"error": ...}`` payload is raised as the port's error.
+    """
+
+    model: str
+    context_window: int | None = None
+    calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
+    finish: str | None = None
+    usage: Usage | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> list[LLMEvent]:
+        if chunk.get("error") is not None:
+            raise error_from_event(chunk, self.model)
+        usage = usage_from(chunk.get("usage"), self.context_window)
+        if usage is not None:
+            self.usage = usage
+        events: list[LLMEvent] = []
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                thought = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(thought, str) and thought:
+                    events.append(ThoughtDelta(thought))
+                text = delta.get("content")
+                if isinstance(text, str) and text:
+                    events.append(TextDelta(text))
+                for fragment in delta.get("tool_calls") or ():
+                    self.calls.add(fragment)
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish = str(reason)
+        return events
+
+    @property
+    def complete(self) -> bool:
+        """A finish reason arrived: the answer is whole even if a server omits ``[DONE]``."""
+        return self.finish is not None
+
+    def finish_events(self) -> list[LLMEvent]:
+        events: list[LLMEvent] = [*self.calls.ready()]
+        if self.usage is not None:
+            events.append(self.usage)
+        events.append(Finished(finish_reason(self.finish, bool(self.calls))))
+        return events
