@@ -1,20 +1,31 @@
-"""A scriptable fake LLM HTTP server speaking OpenAI and Anthropic streaming wire formats.
+"""A scriptable fake LLM HTTP server speaking the providers' wire formats, and enforcing their rules.
 
 Why: term2 must be tested end to end (litellm included) without a network or a
 real model, and the tests must be able to make the "model" ask for tool calls,
 fail with provider-shaped errors, stall, or stream slowly enough to be cancelled.
+A fake that accepts what the real provider rejects makes such tests worthless, so
+the server is also the specification of each provider: every request is checked
+against the provider's rules first (`tests.fakes.llm_rules`), and the official
+`openai` and `anthropic` clients are calibrated against it
+(tests/contract/test_fake_llm_calibration.py).
 
 Routes
   POST /v1/chat/completions, /chat/completions   OpenAI chat-completions (SSE when "stream")
   POST /v1/messages, /messages                   Anthropic Messages (SSE when "stream")
+  POST /v1/responses, /responses                 OpenAI Responses (SSE events when "stream")
+  POST /v1beta/models/{model}:generateContent    Gemini (also /v1/models/...)
+  POST /v1beta/models/{model}:streamGenerateContent[?alt=sse]   (SSE; without alt=sse a JSON array)
   POST /_script   body: one reply object or a list of them; appended to the queue
   POST /_reset    clear the queue and the recorded requests
-  GET  /_requests recorded requests (path, protocol, model, body, status, disconnected)
+  POST /_config   body: {"max_prompt_chars": N|null, "require_key": "k"|null} (only the keys given);
+  GET  /_config   answers the current configuration
+  GET  /_requests recorded requests (path, protocol, model, body, status, disconnected, rejection)
   GET  /_health   "ok"
 
 A reply (every key optional):
   {"text": "Hello", "chunks": 3,            # text split into N pieces (default: per word)
    "thought": "...", "thought_chunks": N,   # reasoning / thinking deltas, sent first
+   "redacted": "opaque-data",               # Anthropic: a redacted_thinking block (after the thought)
    "tool_calls": [{"name": "write_file", "arguments": {...} or "raw json", "id": "..."}],
    "arg_chunks": 3,                         # fragments per tool-call argument string
    "finish": "stop|tool_calls|length|content_filter",  # default: tool_calls if any, else stop
@@ -24,27 +35,54 @@ A reply (every key optional):
    "error_after": N,                        # send N content deltas, then an in-stream error
    "delay_first_byte": 0.0, "chunk_delay": 0.0,
    "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
-   "usage": {"input_tokens": 12, "output_tokens": 5}}  # or prompt_tokens/completion_tokens
+   "max_prompt_chars": N,                   # this reply is only given to a prompt of <= N chars:
+                                            # a longer one is rejected as too long and the reply stays queued
+   "usage": {"input_tokens": 12, "output_tokens": 5}}  # or prompt_tokens/completion_tokens; also
+                                            # cached_tokens, cache_read_input_tokens,
+                                            # cache_creation_input_tokens, reasoning_tokens
 
 With an empty queue the reply is "echo: <last user text>" (or "echo tool: <result>"
 after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
 yields that error, as a fallback for clients that cannot push a script.
 
+Request rules (always on; see `tests.fakes.llm_rules` for the full list): a
+request the real provider would refuse (unanswered tool calls, orphan tool
+results, a system role in Anthropic messages, non-alternating roles, more than 4
+cache_control blocks, thinking misuse, unknown thinking signatures, a missing
+anthropic-version header, ...) answers 400 with the provider's real error body,
+is recorded with status "error" and a `rejection` reason, and takes no reply from
+the queue. So do prompts over the limit (`max_prompt_chars` of the server or of
+the reply at the head of the queue; what is counted: `tests.fakes.llm_accounting`):
+OpenAI answers 400 code `context_length_exceeded`, Anthropic 400 "prompt is too
+long: K tokens > M maximum" (tokens = chars / 4). Authentication is checked only
+when the server has `require_key` (401 with the provider's body).
+
+Usage: without an explicit "usage" the prompt is priced at ~4 characters a token,
+with a simulated prompt cache (OpenAI `prompt_tokens_details.cached_tokens`,
+Anthropic `cache_read_input_tokens` / `cache_creation_input_tokens`; see
+`tests.fakes.llm_accounting`), and reasoning tokens count the thought's deltas.
+Anthropic thinking blocks carry signatures unique to this server, which accepts
+them (and the redacted data it sent) back, for exactly the thinking text sent.
+
 Error bodies follow what the official clients parse: OpenAI's
 `{"error": {"message", "type", "param", "code"}}` (e.g. 429 with code
 `rate_limit_exceeded`, or type and code `insufficient_quota` for an exhausted
-quota: see `QUOTA_EXCEEDED`) and Anthropic's `{"type": "error", "error": {"type",
-"message"}}` (e.g. 529 `overloaded_error`). Retry hints travel as the real
-servers send them: `retry-after` (seconds or an HTTP date), `retry-after-ms`, or
-"Please try again in 1.5s" inside the message.
+quota: see `QUOTA_EXCEEDED`), Anthropic's `{"type": "error", "error": {"type",
+"message"}}` (e.g. 529 `overloaded_error`) and Google's `{"error": {"code",
+"message", "status"}}`. Retry hints travel as the real servers send them:
+`retry-after` (seconds or an HTTP date), `retry-after-ms`, or "Please try again
+in 1.5s" inside the message.
 
-In-process: `with start_fake_llm(script) as server:` yields a FakeLLMServer with
-`base_url` (OpenAI clients add "/v1"), `push(*replies)`, `requests` (RecordedRequest:
-path, protocol, model, body, headers, status open|completed|disconnected|error,
-disconnected_at), `wait_for_request(n)` and `wait_until_closed(index)`.
+In-process: `with start_fake_llm(script, max_prompt_chars=None, require_key=None) as server:`
+yields a FakeLLMServer with `base_url` (OpenAI clients add "/v1"), `push(*replies)`,
+`configure(max_prompt_chars=..., require_key=...)`, `requests` (RecordedRequest:
+path, protocol openai|anthropic|responses|gemini, model, body, headers, status
+open|completed|disconnected|error, rejection, disconnected_at),
+`wait_for_request(n)` and `wait_until_closed(index)`.
 
 CLI: python -m tests.fakes.llm_server [--host 127.0.0.1] [--port 0]
                                        [--port-file F] [--script replies.json]
+                                       [--max-prompt-chars N] [--require-key K]
 The bound port is printed on stdout and, if asked, written to F (atomically).
 """
 
@@ -65,12 +103,40 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, unquote
 
-Reply = dict[str, Any]
+from tests.fakes.llm_accounting import PromptCache, prompt_chars
+from tests.fakes.llm_replies import (
+    PromptStats,
+    Reply,
+    arguments_object,
+    arguments_of,
+    default_reply,
+    finish_of,
+    split_even,
+    text_pieces,
+    token_usage,
+)
+from tests.fakes.llm_rules import Rejection, SignatureBook, check_auth, context_rejection, validate
+from tests.fakes.llm_wire_extra import GeminiEmitter, ResponsesEmitter
+
+__all__ = [
+    "QUOTA_EXCEEDED",
+    "FakeLLMServer",
+    "FakeLLMState",
+    "RecordedRequest",
+    "Reply",
+    "default_reply",
+    "load_script",
+    "start_fake_llm",
+    "text_pieces",
+]
 
 _OPENAI_PATHS = {"/v1/chat/completions", "/chat/completions"}
 _ANTHROPIC_PATHS = {"/v1/messages", "/messages"}
+_RESPONSES_PATHS = {"/v1/responses", "/responses"}
+_GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
 _MODEL_STATUS = re.compile(r"fake-(\d{3})$")
 
 _OPENAI_ERRORS = {
@@ -108,6 +174,16 @@ _ANTHROPIC_ERRORS = {
     503: ("api_error", "Service unavailable (fake)."),
     529: ("overloaded_error", "Overloaded (fake)."),
 }
+_GEMINI_ERRORS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 _ANTHROPIC_STOP = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -134,6 +210,7 @@ class RecordedRequest:
     status: str = "open"  # open | completed | disconnected | error
     disconnected_at: float | None = None
     finished_at: float | None = None
+    rejection: str | None = None  # why the server refused it (a provider rule or the prompt limit)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +222,7 @@ class RecordedRequest:
             "headers": self.headers,
             "status": self.status,
             "disconnected": self.status == "disconnected",
+            "rejection": self.rejection,
             "started_at": self.started_at,
             "disconnected_at": self.disconnected_at,
             "finished_at": self.finished_at,
@@ -152,13 +230,26 @@ class RecordedRequest:
 
 
 @dataclass
+class Admission:
+    """The server's decision on one model request: refuse it, or serve this reply."""
+
+    rejection: Rejection | None = None
+    reply: Reply = field(default_factory=dict)
+    stats: PromptStats = field(default_factory=PromptStats)
+
+
+@dataclass
 class FakeLLMState:
-    """Thread-safe reply queue and request log shared by all handler threads."""
+    """Thread-safe reply queue, request log and provider-side memory shared by all handler threads."""
 
     replies: deque[Reply] = field(default_factory=deque)
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
+    max_prompt_chars: int | None = None
+    require_key: str | None = None
+    signatures: SignatureBook = field(default_factory=SignatureBook)  # survive /_reset, as real ones do
+    cache: PromptCache = field(default_factory=PromptCache)
 
     def push(self, *replies: Reply) -> None:
         with self.lock:
@@ -168,14 +259,45 @@ class FakeLLMState:
         with self.lock:
             return self.replies.popleft() if self.replies else None
 
-    def record(self, path: str, protocol: str, body: Any, headers: dict[str, str]) -> RecordedRequest:
-        model = body.get("model", "") if isinstance(body, dict) else ""
+    def configure(self, options: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            if "max_prompt_chars" in options:
+                limit = options["max_prompt_chars"]
+                self.max_prompt_chars = None if limit is None else int(limit)
+            if "require_key" in options:
+                key = options["require_key"]
+                self.require_key = None if key is None else str(key)
+            return {"max_prompt_chars": self.max_prompt_chars, "require_key": self.require_key}
+
+    def admit(self, rec: RecordedRequest, headers: dict[str, str], query: dict[str, str]) -> Admission:
+        """Check the request as the provider would; only an accepted one takes the queue's head."""
+        with self.lock:
+            protocol, body = rec.protocol, rec.body
+            rejection = check_auth(protocol, headers, query, self.require_key)
+            rejection = rejection or validate(protocol, body, headers, self.signatures)
+            if rejection is None:
+                chars = prompt_chars(protocol, body)
+                head = self.replies[0] if self.replies else {}
+                for limit in (self.max_prompt_chars, head.get("max_prompt_chars")):
+                    if limit is not None and rejection is None:
+                        rejection = context_rejection(protocol, chars, int(limit))
+            if rejection is not None:
+                rec.rejection = rejection.reason
+                return Admission(rejection)
+            reply = self.next_reply() or _model_convention(rec.model) or default_reply(body)
+            return Admission(None, reply, self.cache.measure(protocol, body))
+
+    def record(
+        self, path: str, protocol: str, body: Any, headers: dict[str, str], model: str | None = None
+    ) -> RecordedRequest:
+        if model is None:
+            model = str(body.get("model", "")) if isinstance(body, dict) else ""
         with self.lock:
             rec = RecordedRequest(
                 len(self.requests),
                 path,
                 protocol,
-                str(model),
+                model,
                 body,
                 headers,
                 time.monotonic(),
@@ -202,74 +324,12 @@ class FakeLLMState:
             self.requests.clear()
 
 
-# --------------------------------------------------------------------------- helpers
+class _Emitter(Protocol):
+    def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]: ...
 
+    def whole_response(self) -> Any: ...
 
-def _split_even(text: str, n: int) -> list[str]:
-    if not text:
-        return []
-    n = max(1, min(n, len(text)))
-    size, extra = divmod(len(text), n)
-    out, pos = [], 0
-    for i in range(n):
-        step = size + (1 if i < extra else 0)
-        out.append(text[pos : pos + step])
-        pos += step
-    return out
-
-
-def text_pieces(text: str, chunks: int | None) -> list[str]:
-    if chunks is not None:
-        return _split_even(text, int(chunks))
-    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") == "tool_result":
-                parts.append(_text_of(part.get("content", "")))
-        return "".join(parts)
-    return ""
-
-
-def default_reply(body: Any) -> Reply:
-    """Deterministic answer derived from the conversation, used when no script is queued."""
-    messages = body.get("messages", []) if isinstance(body, dict) else []
-    if not messages:
-        return {"text": "echo: "}
-    last = messages[-1]
-    content = last.get("content")
-    is_tool = last.get("role") == "tool" or (
-        isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content)
-    )
-    if is_tool:
-        return {"text": "echo tool: " + _text_of(content)[:200]}
-    for msg in reversed(messages):
-        if msg.get("role") == "user":
-            return {"text": "echo: " + _text_of(msg.get("content"))}
-    return {"text": "echo: "}
-
-
-def _usage(reply: Reply, deltas: int) -> tuple[int, int]:
-    usage = reply.get("usage") or {}
-    inp = usage.get("input_tokens", usage.get("prompt_tokens", 10))
-    out = usage.get("output_tokens", usage.get("completion_tokens", deltas))
-    return int(inp), int(out)
-
-
-def _finish(reply: Reply) -> str:
-    return str(reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop"))
-
-
-def _arguments(call: dict[str, Any]) -> str:
-    args = call.get("arguments", {})
-    return args if isinstance(args, str) else json.dumps(args)
+    def error_frame(self, reply: Reply) -> bytes: ...
 
 
 # --------------------------------------------------------------------------- handler
@@ -292,12 +352,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, data)
         elif self.path == "/_health":
             self._send_json(200, "ok")
+        elif self.path == "/_config":
+            self._send_json(200, self.state.configure({}))
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         body = self._read_body()
+        gemini = _GEMINI_PATH.match(path)
         if path == "/_script":
             replies = body if isinstance(body, list) else [body]
             self.state.push(*replies)
@@ -305,10 +368,16 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/_reset":
             self.state.reset()
             self._send_json(200, {"reset": True})
+        elif path == "/_config":
+            self._send_json(200, self.state.configure(body if isinstance(body, dict) else {}))
         elif path in _OPENAI_PATHS:
-            self._serve("openai", path, body)
+            self._serve("openai", path, body, query)
         elif path in _ANTHROPIC_PATHS:
-            self._serve("anthropic", path, body)
+            self._serve("anthropic", path, body, query)
+        elif path in _RESPONSES_PATHS:
+            self._serve("responses", path, body, query)
+        elif gemini:
+            self._serve("gemini", path, body, query, model=unquote(gemini.group(1)))
         else:
             self.state.record(path, "unknown", body, self._headers())
             self._send_json(404, {"error": {"message": f"no route {path}"}})
@@ -327,6 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
         keep = (
             "authorization",
             "x-api-key",
+            "x-goog-api-key",
             "anthropic-version",
             "anthropic-beta",
             "user-agent",
@@ -370,17 +440,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- serving a model request
 
-    def _serve(self, protocol: str, path: str, body: Any) -> None:
-        rec = self.state.record(path, protocol, body, self._headers())
-        reply = self.state.next_reply() or _model_convention(rec.model) or default_reply(body)
+    def _serve(self, protocol: str, path: str, body: Any, query: str, model: str | None = None) -> None:
+        rec = self.state.record(path, protocol, body, self._headers(), model)
+        params = dict(parse_qsl(query))
+        all_headers = {k.lower(): v for k, v in self.headers.items()}
+        admission = self.state.admit(rec, all_headers, params)
         try:
+            if admission.rejection is not None:
+                rejection = admission.rejection
+                self._send_json(rejection.status, rejection.body, rejection.headers)
+                self.state.finish(rec, "error")
+                return
+            reply = admission.reply
             self._pause(float(reply.get("delay_first_byte", 0.0)))
             if reply.get("status"):
                 self._send_error_reply(protocol, reply)
                 self.state.finish(rec, "error")
                 return
-            emitter = _OpenAIEmitter(reply, rec) if protocol == "openai" else _AnthropicEmitter(reply, rec)
-            if not (isinstance(body, dict) and body.get("stream")):
+            emitter = self._emitter(protocol, reply, rec, admission.stats)
+            if protocol == "gemini":
+                streaming = path.endswith(":streamGenerateContent")
+                if streaming and params.get("alt") != "sse":  # a JSON array of the chunks
+                    gemini = GeminiEmitter(reply, rec.index, rec.model, admission.stats)
+                    chunks = [chunk for chunk, _ in gemini.chunks()]
+                    self._send_json(200, chunks, reply.get("headers"))
+                    self.state.finish(rec, "completed")
+                    return
+            else:
+                streaming = isinstance(body, dict) and bool(body.get("stream"))
+            if not streaming:
                 self._send_json(200, emitter.whole_response(), reply.get("headers"))
                 self.state.finish(rec, "completed")
                 return
@@ -392,7 +480,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(name, str(value))
             self.end_headers()
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(emitter.frames(include_usage), reply)
+            self._stream(emitter, reply, include_usage)
             self._write(b"")  # terminating zero-length chunk
             self.state.finish(rec, "completed")
         except ClientGone:
@@ -402,14 +490,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.finish(rec, "disconnected")
             self.close_connection = True
 
-    def _stream(self, frames: Iterator[tuple[bytes, bool]], reply: Reply) -> None:
+    def _emitter(self, protocol: str, reply: Reply, rec: RecordedRequest, stats: PromptStats) -> _Emitter:
+        if protocol == "openai":
+            return _OpenAIEmitter(reply, rec, stats)
+        if protocol == "anthropic":
+            return _AnthropicEmitter(reply, rec, stats, self.state.signatures)
+        if protocol == "responses":
+            return ResponsesEmitter(reply, rec.index, rec.model, stats)
+        return GeminiEmitter(reply, rec.index, rec.model, stats)
+
+    def _stream(self, emitter: _Emitter, reply: Reply, include_usage: bool) -> None:
         delay = float(reply.get("chunk_delay", 0.0))
         stall_after = reply.get("stall_after")
         error_after = reply.get("error_after")
         sent = 0
-        for frame, is_content in frames:
+        for frame, is_content in emitter.frames(include_usage):
             if is_content and error_after is not None and sent >= int(error_after):
-                self._write(_stream_error_frame(self._protocol(), reply))
+                self._write(emitter.error_frame(reply))
                 return
             if is_content and sent and delay:
                 self._pause(delay)
@@ -419,19 +516,25 @@ class _Handler(BaseHTTPRequestHandler):
                 if stall_after is not None and sent == int(stall_after):
                     self._pause(float(reply.get("stall_seconds", 30.0)))
 
-    def _protocol(self) -> str:
-        return "anthropic" if self.path.split("?", 1)[0] in _ANTHROPIC_PATHS else "openai"
-
     def _send_error_reply(self, protocol: str, reply: Reply) -> None:
         status = int(reply["status"])
-        if protocol == "openai":
+        body: Any
+        if protocol in ("openai", "responses"):
             etype, code, message = _OPENAI_ERRORS.get(status, ("server_error", "error", "Error (fake)."))
-            body: Any = {
+            body = {
                 "error": {
                     "message": reply.get("error_message", message),
                     "type": reply.get("error_type", etype),
                     "param": None,
                     "code": reply.get("error_code", code),
+                }
+            }
+        elif protocol == "gemini":
+            body = {
+                "error": {
+                    "code": status,
+                    "message": reply.get("error_message", "Error (fake)."),
+                    "status": reply.get("error_type", _GEMINI_ERRORS.get(status, "UNKNOWN")),
                 }
             }
         else:
@@ -451,26 +554,14 @@ def _model_convention(model: str) -> Reply | None:
     return {"status": int(match.group(1))} if match else None
 
 
-def _stream_error_frame(protocol: str, reply: Reply) -> bytes:
-    message = reply.get("error_message", "Overloaded (fake).")
-    if protocol == "anthropic":
-        data = {
-            "type": "error",
-            "error": {"type": "overloaded_error", "message": message},
-        }
-        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
-    data = {"error": {"message": message, "type": "server_error", "code": "server_error"}}
-    return b"data: " + json.dumps(data).encode() + b"\n\n"
-
-
 # --------------------------------------------------------------------------- wire formats
 
 
 class _OpenAIEmitter:
     """Turns a reply into chat.completion.chunk SSE frames (flag: is it a content delta)."""
 
-    def __init__(self, reply: Reply, rec: RecordedRequest) -> None:
-        self.reply, self.rec = reply, rec
+    def __init__(self, reply: Reply, rec: RecordedRequest, stats: PromptStats) -> None:
+        self.reply, self.rec, self.stats = reply, rec, stats
         self.base = {
             "id": f"chatcmpl-fake-{rec.index}",
             "object": "chat.completion.chunk",
@@ -485,6 +576,16 @@ class _OpenAIEmitter:
 
     def _call_id(self, i: int, call: dict[str, Any]) -> str:
         return str(call.get("id") or f"call_{self.rec.index}_{i}")
+
+    def _usage(self, deltas: int) -> dict[str, Any]:
+        usage = token_usage(self.reply, self.stats, deltas)
+        return {
+            "prompt_tokens": usage.input,
+            "completion_tokens": usage.output,
+            "total_tokens": usage.input + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning, "audio_tokens": 0},
+        }
 
     def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]:
         reply = self.reply
@@ -501,20 +602,15 @@ class _OpenAIEmitter:
             head["function"] = {"name": call["name"], "arguments": ""}
             deltas += 1
             yield self._chunk({"tool_calls": [head]}), True
-            for frag in _split_even(_arguments(call), int(reply.get("arg_chunks", 3))):
+            for frag in split_even(arguments_of(call), int(reply.get("arg_chunks", 3))):
                 deltas += 1
                 yield (
                     self._chunk({"tool_calls": [{"index": i, "function": {"arguments": frag}}]}),
                     True,
                 )
-        yield self._chunk({}, _finish(reply)), False
+        yield self._chunk({}, finish_of(reply)), False
         if include_usage:
-            inp, out = _usage(reply, deltas)
-            usage = {
-                "prompt_tokens": inp,
-                "completion_tokens": out,
-                "total_tokens": inp + out,
-            }
+            usage = self._usage(deltas)
             yield (
                 b"data: " + json.dumps({**self.base, "choices": [], "usage": usage}).encode() + b"\n\n",
                 False,
@@ -527,7 +623,7 @@ class _OpenAIEmitter:
             {
                 "id": self._call_id(i, c),
                 "type": "function",
-                "function": {"name": c["name"], "arguments": _arguments(c)},
+                "function": {"name": c["name"], "arguments": arguments_of(c)},
             }
             for i, c in enumerate(reply.get("tool_calls") or [])
         ]
@@ -535,26 +631,31 @@ class _OpenAIEmitter:
             "role": "assistant",
             "content": reply.get("text", ""),
         }
+        if reply.get("thought"):
+            message["reasoning_content"] = reply["thought"]
         if calls:
             message["tool_calls"] = calls
-        inp, out = _usage(reply, 1)
         return {
             **self.base,
             "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-            "usage": {
-                "prompt_tokens": inp,
-                "completion_tokens": out,
-                "total_tokens": inp + out,
-            },
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_of(reply)}],
+            "usage": self._usage(1),
         }
+
+    def error_frame(self, reply: Reply) -> bytes:
+        message = reply.get("error_message", "Overloaded (fake).")
+        data = {"error": {"message": message, "type": "server_error", "code": "server_error"}}
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 class _AnthropicEmitter:
-    """Turns a reply into Anthropic Messages SSE events (thinking, text, tool_use blocks)."""
+    """Turns a reply into Anthropic Messages SSE events (thinking, redacted, text, tool_use blocks)."""
 
-    def __init__(self, reply: Reply, rec: RecordedRequest) -> None:
-        self.reply, self.rec = reply, rec
+    def __init__(self, reply: Reply, rec: RecordedRequest, stats: PromptStats, book: SignatureBook) -> None:
+        self.reply, self.rec, self.stats = reply, rec, stats
+        self.signature = book.issue(rec.index, 0, str(reply["thought"])) if reply.get("thought") else ""
+        if reply.get("redacted"):
+            book.issue_redacted(str(reply["redacted"]))
 
     @staticmethod
     def _event(name: str, data: dict[str, Any]) -> bytes:
@@ -582,8 +683,10 @@ class _AnthropicEmitter:
         if thought := reply.get("thought", ""):
             pieces = text_pieces(thought, reply.get("thought_chunks"))
             deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces]
-            deltas.append({"type": "signature_delta", "signature": "fake-signature"})
-            yield {"type": "thinking", "thinking": ""}, deltas
+            deltas.append({"type": "signature_delta", "signature": self.signature})
+            yield {"type": "thinking", "thinking": "", "signature": ""}, deltas
+        if redacted := reply.get("redacted"):
+            yield {"type": "redacted_thinking", "data": str(redacted)}, []
         if text := reply.get("text", ""):
             pieces = text_pieces(text, reply.get("chunks"))
             yield (
@@ -597,16 +700,24 @@ class _AnthropicEmitter:
                 "name": call["name"],
                 "input": {},
             }
-            frags = _split_even(_arguments(call), int(reply.get("arg_chunks", 3)))
+            frags = split_even(arguments_of(call), int(reply.get("arg_chunks", 3)))
             yield (
                 block,
                 [{"type": "input_json_delta", "partial_json": f} for f in frags],
             )
 
+    def _usage(self, deltas: int, *, output: bool = True) -> dict[str, Any]:
+        usage = token_usage(self.reply, self.stats, deltas, anthropic=True)
+        return {
+            "input_tokens": usage.input,
+            "cache_creation_input_tokens": usage.cache_creation,
+            "cache_read_input_tokens": usage.cached,
+            "output_tokens": usage.output if output else 1,
+        }
+
     def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]:
         del include_usage  # Anthropic always reports usage
         reply = self.reply
-        inp, _ = _usage(reply, 0)
         message: dict[str, Any] = {
             "id": f"msg_fake_{self.rec.index}",
             "type": "message",
@@ -615,7 +726,7 @@ class _AnthropicEmitter:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": inp, "output_tokens": 1},
+            "usage": self._usage(0, output=False),
         }
         yield (
             self._event("message_start", {"type": "message_start", "message": message}),
@@ -626,8 +737,8 @@ class _AnthropicEmitter:
             for frame, is_content in self._block(index, block, block_deltas):
                 deltas += is_content
                 yield frame, is_content
-        _, out = _usage(reply, deltas)
-        stop = _ANTHROPIC_STOP.get(_finish(reply), _finish(reply))
+        out = token_usage(reply, self.stats, deltas, anthropic=True).output
+        stop = _ANTHROPIC_STOP.get(finish_of(reply), finish_of(reply))
         delta_msg = {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": None},
@@ -639,29 +750,36 @@ class _AnthropicEmitter:
     def whole_response(self) -> dict[str, Any]:
         reply = self.reply
         content: list[dict[str, Any]] = []
+        if reply.get("thought"):
+            content.append({"type": "thinking", "thinking": reply["thought"], "signature": self.signature})
+        if reply.get("redacted"):
+            content.append({"type": "redacted_thinking", "data": str(reply["redacted"])})
         if reply.get("text"):
             content.append({"type": "text", "text": reply["text"]})
         for i, call in enumerate(reply.get("tool_calls") or []):
-            args = call.get("arguments", {})
             content.append(
                 {
                     "type": "tool_use",
                     "id": self._call_id(i, call),
                     "name": call["name"],
-                    "input": json.loads(args) if isinstance(args, str) else args,
+                    "input": arguments_object(call),
                 }
             )
-        inp, out = _usage(reply, 1)
         return {
             "id": f"msg_fake_{self.rec.index}",
             "type": "message",
             "role": "assistant",
             "model": self.rec.model or "fake-model",
             "content": content,
-            "stop_reason": _ANTHROPIC_STOP.get(_finish(reply), _finish(reply)),
+            "stop_reason": _ANTHROPIC_STOP.get(finish_of(reply), finish_of(reply)),
             "stop_sequence": None,
-            "usage": {"input_tokens": inp, "output_tokens": out},
+            "usage": self._usage(1),
         }
+
+    def error_frame(self, reply: Reply) -> bytes:
+        message = reply.get("error_message", "Overloaded (fake).")
+        data = {"type": "error", "error": {"type": "overloaded_error", "message": message}}
+        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
 
 
 # --------------------------------------------------------------------------- server
@@ -670,8 +788,16 @@ class _AnthropicEmitter:
 class FakeLLMServer:
     """In-process handle: start/stop, push replies, read requests, await disconnects."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, script: list[Reply] | None = None) -> None:
-        self.state = FakeLLMState()
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        script: list[Reply] | None = None,
+        *,
+        max_prompt_chars: int | None = None,
+        require_key: str | None = None,
+    ) -> None:
+        self.state = FakeLLMState(max_prompt_chars=max_prompt_chars, require_key=require_key)
         if script:
             self.state.push(*script)
         handler = type("BoundHandler", (_Handler,), {"state": self.state})
@@ -696,6 +822,13 @@ class FakeLLMServer:
 
     def push(self, *replies: Reply) -> None:
         self.state.push(*replies)
+
+    def configure(self, **options: Any) -> dict[str, Any]:
+        """Change `max_prompt_chars` / `require_key` (None turns one off); answers the configuration."""
+        unknown = set(options) - {"max_prompt_chars", "require_key"}
+        if unknown:
+            raise TypeError(f"unknown options: {sorted(unknown)}")
+        return self.state.configure(options)
 
     def wait_for_request(self, count: int = 1, timeout: float = 5.0) -> bool:
         return self.state.wait_for(lambda: len(self.state.requests) >= count, timeout)
@@ -723,9 +856,11 @@ class FakeLLMServer:
 
 
 @contextlib.contextmanager
-def start_fake_llm(script: list[Reply] | None = None) -> Iterator[FakeLLMServer]:
+def start_fake_llm(
+    script: list[Reply] | None = None, *, max_prompt_chars: int | None = None, require_key: str | None = None
+) -> Iterator[FakeLLMServer]:
     """Run a fake LLM server on 127.0.0.1:<free port> for the duration of the block."""
-    server = FakeLLMServer(script=script).start()
+    server = FakeLLMServer(script=script, max_prompt_chars=max_prompt_chars, require_key=require_key).start()
     try:
         yield server
     finally:
@@ -740,13 +875,21 @@ def load_script(path: str | os.PathLike[str]) -> list[Reply]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Fake LLM server (OpenAI + Anthropic SSE)")
+    parser = argparse.ArgumentParser(description="Fake LLM server (OpenAI, Anthropic, Responses, Gemini)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", help="write the bound port here once listening")
     parser.add_argument("--script", help="JSON file with the initial reply queue")
+    parser.add_argument("--max-prompt-chars", type=int, help="reject prompts over N characters as too long")
+    parser.add_argument("--require-key", help="answer 401 unless this API key is presented")
     args = parser.parse_args(argv)
-    server = FakeLLMServer(args.host, args.port, load_script(args.script) if args.script else None)
+    server = FakeLLMServer(
+        args.host,
+        args.port,
+        load_script(args.script) if args.script else None,
+        max_prompt_chars=args.max_prompt_chars,
+        require_key=args.require_key,
+    )
     if args.port_file:
         tmp = Path(args.port_file + ".tmp")
         tmp.write_text(str(server.port), encoding="utf-8")
