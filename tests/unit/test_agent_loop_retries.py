@@ -18,6 +18,7 @@ from term2.app.agent_loop import Backoff, run_loop
 from term2.app.tools.toolbox import WorkspaceToolbox
 from term2.domain.history import HistoryEntry
 from term2.domain.retry import RetryPolicy
+from term2.domain.transcript import ModelMessage
 from term2.domain.turn import StopReason, TurnLimits
 from term2.domain.workspace import SessionAccess
 from term2.ports.llm import (
@@ -35,6 +36,7 @@ from term2.ports.llm import (
 )
 from term2.ports.tools import ToolContext
 from term2.ports.updates import MessageChunk, SessionEvent
+from tests.fakes.transcripts import transcript_of
 from tests.fakes.turns import live_turn
 
 pytestmark = pytest.mark.anyio
@@ -61,9 +63,13 @@ class Harness:
         self.slept.append(seconds)
 
     async def run(self, backoff: Backoff | None = None) -> StopReason:
-        messages = [ChatMessage("user", "hi")]
+        transcript = transcript_of(ChatMessage("user", "hi"), record=self._record)
         chosen = backoff or Backoff(sleep=self._sleep, jitter=lambda: 0.0)
-        return await run_loop(messages, self.llm, WorkspaceToolbox(), self.ctx, self.limits, chosen)
+        return await run_loop(transcript, self.llm, WorkspaceToolbox(), self.ctx, self.limits, backoff=chosen)
+
+    def shown(self) -> list[HistoryEntry]:
+        """The client's history: what the transcript keeps for the model is left out."""
+        return [e for e in self.recorded if not isinstance(e, ModelMessage)]
 
     def notices(self) -> list[str]:
         return [e.text for e in self.events if isinstance(e, MessageChunk) and e.text.startswith("Retrying")]
@@ -81,7 +87,7 @@ async def test_rate_limits_are_waited_out_with_the_providers_floor_and_announced
     ]
     notices = [e for e in h.events if isinstance(e, MessageChunk) and e.text.startswith("Retrying")]
     assert all(n.thought for n in notices) and len({n.message_id for n in notices}) == 2
-    assert [getattr(e, "text", None) for e in h.recorded] == ["done"]  # progress is not conversation
+    assert [getattr(e, "text", None) for e in h.shown()] == ["done"]  # progress is not conversation
 
 
 async def test_server_errors_timeouts_and_unreachable_providers_are_retried(tmp_path: Path) -> None:
@@ -122,7 +128,11 @@ async def test_a_response_that_already_showed_content_is_never_retried(tmp_path:
     with pytest.raises(LLMError):
         await h.run()
     assert len(h.llm.requests) == 1 and h.slept == []
-    assert len(h.recorded) == 1  # what was shown is kept in the history, as before
+    assert len(h.shown()) == 1  # what was shown is kept in the history, as before
+    kept = [e for e in h.recorded if isinstance(e, ModelMessage)]
+    assert [(m.message.role, m.message.content) for m in kept] == [("assistant", "partial ")] or isinstance(
+        shown, ThoughtDelta
+    )
 
 
 async def test_attempts_are_capped_and_the_last_error_ends_the_turn(tmp_path: Path) -> None:

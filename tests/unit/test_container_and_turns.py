@@ -21,6 +21,7 @@ from term2.app.config import Settings
 from term2.app.entrypoints.container import Container, build_container
 from term2.domain.content import TextBlock
 from term2.domain.history import AgentMessage, ToolCall, ToolStatus, UserMessage
+from term2.domain.transcript import ModelMessage
 from term2.domain.turn import FinishReason, StopReason
 from term2.ports.llm import Finished, ProviderUnreachable, TextDelta
 from term2.ports.updates import MessageChunk, StateChanged, ToolCallChanged
@@ -59,7 +60,9 @@ async def test_a_turn_streams_records_and_ends_idle(tmp_path: Path) -> None:
     store = container.store()
     [session] = (await store.list(None, None, 10)).sessions
     history = [e async for e in store.history(session.session_id)]
-    assert [type(e) for e in history] == [UserMessage, AgentMessage]
+    assert [type(e) for e in history] == [UserMessage, ModelMessage, AgentMessage, ModelMessage]
+    transcript = [m.message for m in history if isinstance(m, ModelMessage)]
+    assert [(m.role, m.content) for m in transcript] == [("user", "hi"), ("assistant", "Hello")]
     assert session.title == "hi"
     system = llm.requests[0].messages[0]
     assert system.role == "system" and str(tmp_path) in system.content

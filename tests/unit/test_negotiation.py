@@ -7,7 +7,7 @@ import json
 import pytest
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
-from term2.adapters.acp.negotiation import early_answer, negotiate
+from term2.adapters.acp.negotiation import client_takes_compaction, early_answer, negotiate
 
 INFO = {"name": "term2", "title": "term2", "version": "9.9"}
 
@@ -39,8 +39,8 @@ def test_a_well_formed_initialize_is_answered_early() -> None:
     line = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2}})
     answered = early_answer(line.encode(), True, INFO)
     assert answered is not None
-    version, reply = answered
-    assert version == 2 and reply.endswith(b"\n")
+    version, reply, compaction = answered
+    assert version == 2 and reply.endswith(b"\n") and compaction
     assert json.loads(reply) == {"jsonrpc": "2.0", "id": 0, "result": negotiate({"protocolVersion": 2}, True, INFO)[1]}
 
 
@@ -76,3 +76,20 @@ def test_the_early_answer_escapes_to_ascii_like_the_connection() -> None:
         {**INFO, "title": "tèrm2"},
     )
     assert answered is not None and answered[1].isascii() and b"\\u00ef" in answered[1]
+
+
+@pytest.mark.parametrize(
+    ("params", "version", "expected"),
+    [
+        ({"clientCapabilities": {"session": {"compaction": {}}}}, 1, True),
+        ({"clientCapabilities": {"session": {"compaction": None}}}, 1, False),
+        ({"clientCapabilities": {"session": {}}}, 1, False),
+        ({"clientCapabilities": {}}, 1, False),
+        ({}, 1, False),
+        ({}, 2, True),
+    ],
+)
+def test_v1_sends_compaction_updates_only_to_clients_that_advertised_them(
+    params: dict[str, object], version: int, expected: bool
+) -> None:
+    assert client_takes_compaction(params, version) is expected

@@ -17,6 +17,7 @@ from term2.domain.workspace import SessionAccess
 from term2.ports.llm import ChatMessage, ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent
+from tests.fakes.transcripts import transcript_of
 from tests.fakes.turns import live_turn
 
 pytestmark = pytest.mark.anyio
@@ -63,15 +64,20 @@ async def test_reads_run_together_and_results_keep_the_models_order(tmp_path: Pa
                                                             ("w1", "write"), ("r4", "read")))  # fmt: skip
     llm = ScriptedProvider([tool_call_response(*calls), text_response("done")])
     toolbox = GatedToolbox(reads=3)
-    messages = [ChatMessage("user", "go")]
+    transcript = transcript_of(ChatMessage("user", "go"), record=_ignore)
     with anyio.fail_after(10):  # sequential reads would block on the gate
-        stop = await run_loop(messages, llm, toolbox, _ctx(tmp_path), TurnLimits())
+        stop = await run_loop(transcript, llm, toolbox, _ctx(tmp_path), TurnLimits())
+    messages = [m.message for m in transcript.messages]
     assert stop is StopReason.END_TURN
     assert [m.tool_call_id for m in messages if m.role == "tool"] == ["r1", "r2", "r3", "w1", "r4"]
     assert next(m.content for m in messages if m.role == "tool") == "result of r1"
     # The write waited for the three reads, and the read after it ran alone, after it.
     assert toolbox.order.index("start w1") > max(toolbox.order.index(f"end r{i}") for i in (1, 2, 3))
     assert toolbox.order.index("start r4") > toolbox.order.index("end w1")
+
+
+async def _ignore(_entry: HistoryEntry) -> None:
+    pass
 
 
 def _call(name: str, **args: object) -> ToolCallRequest:

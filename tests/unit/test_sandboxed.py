@@ -51,12 +51,6 @@ def test_the_output_carries_the_cap_marker_and_then_the_notices() -> None:
     assert end.output == f"out\n\n[output truncated by the sandbox after {LIMIT} bytes]\n[one]\n[two]"
 
 
-def test_a_model_limit_keeps_the_head_and_the_tail() -> None:
-    end = ended(result(0, output=b"a" * 50 + b"END"), timeout_s=1, output_limit=LIMIT, model_limit=30)
-    assert end.output == "a" * 10 + "\n[... 23 characters of output cut ...]\n" + "a" * 17 + "END"
-    assert ended(result(0), timeout_s=1, output_limit=LIMIT, model_limit=30).output == "out\n"
-
-
 def test_undecodable_output_is_replaced_not_raised() -> None:
     assert ended(result(0, output=b"\xff!"), timeout_s=1, output_limit=LIMIT).output == "\ufffd!"
 

@@ -3,7 +3,13 @@
 A model request that fails transiently (rate limit, 5xx, unreachable, timeout)
 is sent again after a backoff the client hears about, as a thought chunk (ADR
 0014). The sleep runs inside the turn's cancel scope, so `session/cancel`
-during a backoff ends the turn at once.
+during a backoff ends the turn at once. A request the provider rejects as too
+long for its context window is compacted and sent again (`compaction.py`);
+before each request the compactor may also compact ahead of the limit.
+
+Everything the model sees and says goes into the transcript as it happens
+(its calls and their results structurally, reasoning blocks kept), so the
+next request, in this turn or the next, starts with exactly what this one sent.
 """
 
 from __future__ import annotations
@@ -16,15 +22,20 @@ import anyio
 import structlog
 
 from term2.app.clock import new_id
+from term2.app.compaction import Compactor
+from term2.app.results import bounded_result
+from term2.app.transcript import Transcript
+from term2.domain.context_budget import ContextBudget
 from term2.domain.history import AgentMessage, AgentThought, HistoryEntry
 from term2.domain.retry import RetryPolicy, retry_notice
+from term2.domain.transcript import ChatMessage, ReasoningBlock
 from term2.domain.turn import FinishReason, StopReason, TurnLimits, after_response, may_ask_again
 from term2.ports.llm import (
-    ChatMessage,
-    CompletionRequest,
+    ContextWindowExceeded,
     Finished,
     LLMError,
     LLMProvider,
+    ReasoningReady,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -35,6 +46,8 @@ from term2.ports.tools import Toolbox, ToolContext
 from term2.ports.updates import MessageChunk, UsageChanged
 
 log = structlog.get_logger("term2.agent_loop")
+
+MAX_OVERFLOW_RETRIES = 4  # compaction, then dropping the older half, up to three times
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +67,15 @@ class _Response:
         self.text: list[str] = []
         self.thought: list[str] = []
         self.calls: list[ToolCallRequest] = []
+        self.reasoning: list[ReasoningBlock] = []
         self.finish = FinishReason.STOP
+        self.tokens: int | None = None  # the provider's count for the request and this answer
+
+    def message(self) -> ChatMessage | None:
+        """The assistant message for the transcript; None when the model said nothing at all."""
+        if not (self.text or self.calls or self.reasoning):
+            return None
+        return ChatMessage("assistant", "".join(self.text), tuple(self.calls), reasoning=tuple(self.reasoning))
 
     def entries(self) -> list[HistoryEntry]:
         out: list[HistoryEntry] = []
@@ -71,18 +92,25 @@ class _Response:
 
 
 async def run_loop(
-    messages: list[ChatMessage],
+    transcript: Transcript,
     llm: LLMProvider,
     toolbox: Toolbox,
     ctx: ToolContext,
     limits: TurnLimits,
+    *,
+    compactor: Compactor | None = None,
     backoff: Backoff = Backoff(),
+    window: int | None = None,
 ) -> StopReason:
+    """Run the turn to its stop reason; ``window`` (tokens), when known, is reported with each usage update."""
+    compactor = compactor or Compactor(llm, ContextBudget(window), ctx)
     requests = 0
     while True:
         requests += 1
-        response = await _respond(messages, llm, toolbox, ctx, limits.retry, backoff)
-        messages.append(ChatMessage("assistant", "".join(response.text), tuple(response.calls)))
+        await compactor.before_request(transcript)
+        response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor)
+        if window is not None:
+            await ctx.emit(UsageChanged(transcript.occupancy(), window))
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
             return stop
@@ -90,7 +118,8 @@ async def run_loop(
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
         for call, result in zip(response.calls, await _run_tools(response.calls, toolbox, ctx), strict=True):
-            messages.append(ChatMessage("tool", result, tool_call_id=call.call_id))
+            text = await bounded_result(result, ctx.session_id, ctx.outputs)
+            await transcript.add(ChatMessage("tool", text, tool_call_id=call.call_id))
 
 
 async def _run_tools(calls: list[ToolCallRequest], toolbox: Toolbox, ctx: ToolContext) -> list[str]:
@@ -125,12 +154,12 @@ async def _run_into(
 
 
 async def _respond(
-    messages: list[ChatMessage],
+    transcript: Transcript,
     llm: LLMProvider,
-    toolbox: Toolbox,
     ctx: ToolContext,
     policy: RetryPolicy,
     backoff: Backoff,
+    compactor: Compactor,
 ) -> _Response:
     """One model response, its request sent again while it fails transiently before any content.
 
@@ -138,13 +167,23 @@ async def _respond(
     text or a thought was shown, or a tool call arrived, a second attempt would
     show the user a different answer after part of the first one (and, the turn
     going on, could run tools twice). Such a failure ends the turn with its error.
+    A request too long for the window is compacted and sent again, a bounded
+    number of times, without a backoff: waiting does not shorten it.
     """
-    failed, waited = 0, 0.0
+    failed, waited, overflows = 0, 0.0, 0
     while True:
         response = _Response()
         try:
-            await _stream_response(messages, llm, toolbox, ctx, response)
+            await _stream_response(transcript, llm, ctx, response)
             return response
+        except ContextWindowExceeded:
+            if response.started:
+                raise
+            overflows += 1
+            log.warning("request too long for the context window", session_id=ctx.session_id, attempt=overflows)
+            if overflows > MAX_OVERFLOW_RETRIES or not await compactor.on_overflow(transcript, overflows):
+                raise
+            continue
         except LLMError as exc:
             if response.started or not exc.transient:
                 raise
@@ -160,16 +199,9 @@ async def _respond(
         waited += wait
 
 
-async def _stream_response(
-    messages: list[ChatMessage],
-    llm: LLMProvider,
-    toolbox: Toolbox,
-    ctx: ToolContext,
-    response: _Response,
-) -> None:
+async def _stream_response(transcript: Transcript, llm: LLMProvider, ctx: ToolContext, response: _Response) -> None:
     """Stream one response into ``response``; what arrived is recorded, even when it failed or was cancelled."""
-    request = CompletionRequest(tuple(messages), toolbox.specs())
-    stream = llm.stream(request)
+    stream = llm.stream(transcript.request())
     try:
         async for event in stream:
             if isinstance(event, TextDelta):
@@ -182,10 +214,10 @@ async def _stream_response(
                     await ctx.emit(MessageChunk(response.thought_id, event.text, thought=True))
             elif isinstance(event, ToolCallReady):
                 response.calls.append(event.call)
+            elif isinstance(event, ReasoningReady):
+                response.reasoning.append(event.block)
             elif isinstance(event, Usage):
-                if event.context_window:
-                    used = event.input_tokens + event.output_tokens
-                    await ctx.emit(UsageChanged(used, event.context_window))
+                response.tokens = event.input_tokens + event.output_tokens
             elif isinstance(event, Finished):
                 response.finish = event.reason
     finally:
@@ -195,3 +227,8 @@ async def _stream_response(
                 await aclose()
             for entry in response.entries():
                 await ctx.record(entry)
+            message = response.message()
+            if message is not None:
+                await transcript.add(message)
+                if response.tokens is not None:
+                    transcript.counted(response.tokens, len(transcript.messages))

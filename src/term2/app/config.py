@@ -48,6 +48,7 @@ class Settings:
     request_timeout: float = 120.0
     retry_max_attempts: int = 6  # attempts per model request, the first included; 1 turns retries off
     retry_max_wait: float = 120.0  # seconds of backoff per model request, over all its retries
+    compaction_threshold: float = 0.8  # of the usable context window; past it the next request compacts first
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
@@ -108,6 +109,9 @@ def _from_file(path: Path) -> dict[str, Any]:
         out["retry_max_attempts"] = _expect(int, data["retry_max_attempts"], f"{where}: retry_max_attempts")
     if "retry_max_wait" in data:
         out["retry_max_wait"] = float(_expect((int, float), data["retry_max_wait"], f"{where}: retry_max_wait"))
+    if "compaction_threshold" in data:
+        value = _expect((int, float), data["compaction_threshold"], f"{where}: compaction_threshold")
+        out["compaction_threshold"] = float(value)
     _check_ranges(out, where)
     providers: dict[str, ProviderConfig] = {}
     for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
@@ -147,6 +151,8 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: retry_max_attempts must be at least 1")
     if not values.get("retry_max_wait", 0.0) >= 0:  # NaN too: it would lift the cap silently
         raise ConfigError(f"{source}: retry_max_wait must be zero or more seconds")
+    if not 0.1 <= values.get("compaction_threshold", 0.8) <= 0.95:
+        raise ConfigError(f"{source}: compaction_threshold must be between 0.1 and 0.95")
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -173,6 +179,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         ("request_timeout", float, "a number"),
         ("retry_max_attempts", int, "an integer"),
         ("retry_max_wait", float, "a number"),
+        ("compaction_threshold", float, "a number"),
     ):
         name = f"TERM2_{key.upper()}"
         if env.get(name):

@@ -1,4 +1,4 @@
-"""What the model is shown: the system prompt and past turns as chat messages.
+"""What the model is shown: the system prompt and the session's transcript.
 
 The prompt's text is a Markdown file of its own (`prompts/system.md`, a
 `string.Template`), so that it can be read, reviewed and diffed as prose; a
@@ -15,10 +15,9 @@ from importlib import resources
 
 from term2.domain.content import render_for_model
 from term2.domain.history import AgentMessage, HistoryEntry, TextOutput, ToolCall, UserMessage
+from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction, well_formed
 from term2.domain.truncation import keep_head
-from term2.ports.llm import ChatMessage, ToolSpec
-
-SUMMARY_LIMIT = 2000
+from term2.ports.llm import ToolSpec
 
 
 @functools.cache
@@ -46,21 +45,34 @@ def system_prompt(root: str, tools: tuple[ToolSpec, ...], instructions: str = ""
     )
 
 
-def _tool_summary(call: ToolCall) -> str:
-    texts = [c.text for c in call.content if isinstance(c, TextOutput)]
-    body = "\n".join(texts)
-    body = keep_head(body, SUMMARY_LIMIT, "\n[... truncated]")
-    return f"[earlier tool call: {call.title} -> {call.status.value}]\n{body}".rstrip()
+def _legacy(entry: HistoryEntry) -> ModelMessage | None:
+    """A turn stored before the transcript was (term2 < 0.2): as text, so any provider accepts it."""
+    if isinstance(entry, UserMessage):
+        return ModelMessage(entry.message_id, ChatMessage("user", render_for_model(entry.content)))
+    if isinstance(entry, AgentMessage):
+        return ModelMessage(entry.message_id, ChatMessage("assistant", entry.text))
+    if isinstance(entry, ToolCall):
+        texts = keep_head("\n".join(c.text for c in entry.content if isinstance(c, TextOutput)), 2000, "\n[...]")
+        text = f"[earlier tool call: {entry.title} -> {entry.status.value}]\n{texts}".rstrip()
+        return ModelMessage(entry.tool_call_id, ChatMessage("assistant", text))
+    return None
 
 
-def past_turns(entries: list[HistoryEntry]) -> list[ChatMessage]:
-    """Rebuild earlier turns; past tool calls become text so any provider accepts them."""
-    messages: list[ChatMessage] = []
+def model_transcript(entries: list[HistoryEntry]) -> list[ModelMessage]:
+    """What the model is shown of the session so far, its compactions applied, ready to extend.
+
+    Turns recorded as a transcript come back structurally (tool calls and
+    results as such, reasoning blocks included); sessions from before the
+    transcript existed keep working, their turns rendered as text.
+    """
+    messages: list[ModelMessage] = []
+    structured = False
     for entry in entries:
-        if isinstance(entry, UserMessage):
-            messages.append(ChatMessage("user", render_for_model(entry.content)))
-        elif isinstance(entry, AgentMessage):
-            messages.append(ChatMessage("assistant", entry.text))
-        elif isinstance(entry, ToolCall):
-            messages.append(ChatMessage("assistant", _tool_summary(entry)))
-    return messages
+        if isinstance(entry, ModelMessage):
+            structured = True
+            messages.append(entry)
+        elif isinstance(entry, ContextCompaction):
+            messages = apply_compaction(messages, entry)
+        elif not structured and (legacy := _legacy(entry)) is not None:
+            messages.append(legacy)
+    return well_formed(messages)

@@ -7,6 +7,7 @@ cancelled, or the provider failed.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -15,15 +16,20 @@ import structlog
 
 from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
-from term2.app.conversation import past_turns, system_prompt
+from term2.app.compaction import Compactor
+from term2.app.conversation import model_transcript, system_prompt
 from term2.app.sessions import OpenSession, SessionRegistry
+from term2.app.transcript import Transcript
 from term2.domain.content import ContentBlock, render_for_model
+from term2.domain.context_budget import ContextBudget
 from term2.domain.errors import NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
+from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
 from term2.ports.approval import Approver
-from term2.ports.llm import ChatMessage, LLMError, LLMProvider
+from term2.ports.llm import LLMError, LLMProvider
+from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox, ToolContext
@@ -33,6 +39,11 @@ log = structlog.get_logger("term2.prompt")
 
 Emit = Callable[[SessionEvent], Awaitable[None]]
 Record = Callable[[HistoryEntry], Awaitable[None]]
+
+
+def cache_key(session_id: str) -> str:
+    """Stable within a session, different across sessions, and not the session id itself (a bearer secret)."""
+    return hashlib.sha256(f"term2-cache:{session_id}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +61,8 @@ class PromptService:
         toolbox: Toolbox,
         sandbox: Sandbox,
         limits: TurnLimits,
+        budget_factory: Callable[[], ContextBudget] = lambda: ContextBudget(None),
+        outputs: OutputArchive | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -57,6 +70,8 @@ class PromptService:
         self._toolbox = toolbox
         self._sandbox = sandbox
         self._limits = limits
+        self._budget_factory = budget_factory  # per turn, like the provider: the model may be configured late
+        self._outputs = outputs
 
     def admit(self, session_id: str) -> OpenSession:
         """Claim the session's one foreground slot, before any preparation starts."""
@@ -124,12 +139,20 @@ class PromptService:
         opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
         llm = self._llm_factory()
+        budget = self._budget_factory()
         instructions = await opened.instructions.read()
-        messages = [ChatMessage("system", system_prompt(session.cwd, self._toolbox.specs(), instructions))]
-        messages += past_turns(entries)
-        messages.append(ChatMessage("user", text))
-        ctx = ToolContext(session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn)
-        return TurnOutcome(await run_loop(messages, llm, self._toolbox, ctx, self._limits))
+        tools = self._toolbox.specs()
+        system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
+        transcript = Transcript(system, tools, model_transcript(entries), record, cache_key(session.session_id))
+        await transcript.add(ChatMessage("user", text))
+        ctx = ToolContext(
+            session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn, self._outputs
+        )
+        compactor = Compactor(llm, budget, ctx)
+        stop = await run_loop(
+            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, window=budget.window
+        )
+        return TurnOutcome(stop)
 
     async def _report_failure(self, error: str, emit: Emit, record: Record) -> None:
         message = AgentMessage(new_id("msg"), f"term2 could not finish this turn: {error}")

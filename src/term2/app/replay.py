@@ -21,6 +21,7 @@ from term2.domain.history import (
     ToolOutput,
     UserMessage,
 )
+from term2.domain.transcript import ContextCompaction, ModelMessage
 from term2.domain.truncation import keep_head
 from term2.ports.updates import PlanChanged, SessionEvent, ToolCallChanged, UserMessageSent, WholeMessage
 
@@ -42,7 +43,8 @@ def _trim(output: ToolOutput) -> ToolOutput:
     return output
 
 
-def replay_event(entry: HistoryEntry) -> SessionEvent:
+def replay_event(entry: HistoryEntry) -> SessionEvent | None:
+    """The event that redraws ``entry``; None for what only the model is shown (its transcript)."""
     if isinstance(entry, UserMessage):
         return UserMessageSent(entry.message_id, entry.content)
     if isinstance(entry, AgentMessage):
@@ -53,9 +55,13 @@ def replay_event(entry: HistoryEntry) -> SessionEvent:
         return ToolCallChanged(replace(entry, content=tuple(_trim(c) for c in entry.content)), first=True)
     if isinstance(entry, Plan):
         return PlanChanged(entry)
+    if isinstance(entry, (ModelMessage, ContextCompaction)):
+        return None
     raise TypeError(f"unknown history entry {entry!r}")
 
 
 async def replay(entries: AsyncIterator[HistoryEntry]) -> AsyncIterator[SessionEvent]:
     async for entry in entries:
-        yield replay_event(entry)
+        event = replay_event(entry)
+        if event is not None:
+            yield event

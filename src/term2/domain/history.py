@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Literal
 
 from term2.domain.content import ContentBlock
+from term2.domain.transcript import ContextCompaction, ModelMessage
 
 
 class ToolKind(StrEnum):
@@ -122,7 +123,8 @@ class Plan:
     entry: Literal["plan"] = "plan"
 
 
-HistoryEntry = UserMessage | AgentMessage | AgentThought | ToolCall | Plan
+# ModelMessage and ContextCompaction are what the model is shown; a client is never sent them.
+HistoryEntry = UserMessage | AgentMessage | AgentThought | ToolCall | Plan | ModelMessage | ContextCompaction
 
 
 def entry_key(entry: HistoryEntry) -> str:
@@ -131,6 +133,10 @@ def entry_key(entry: HistoryEntry) -> str:
         return f"tool:{entry.tool_call_id}"
     if isinstance(entry, Plan):
         return f"plan:{entry.plan_id}"
+    if isinstance(entry, ModelMessage):
+        return f"model:{entry.message_id}"
+    if isinstance(entry, ContextCompaction):
+        return f"compaction:{entry.compaction_id}"
     return f"msg:{entry.message_id}"
 
 

@@ -60,3 +60,100 @@ def message_tokens(message: ChatMessage) -> int:
     for block in message.reasoning:
         total += estimate_tokens(block.text) + (estimate_tokens(block.signature) if block.signature else 0)
     return total
+
+
+# -- what the store keeps of the transcript ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMessage:
+    """One message of the model-facing transcript, in the session's history (never replayed to a client)."""
+
+    message_id: str
+    message: ChatMessage
+    entry: Literal["model_message"] = "model_message"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextCompaction:
+    """A change to what the model is shown from here on; the client's history is untouched.
+
+    Every message before ``keep_from`` is replaced by ``summary`` (or dropped
+    with a note when ``summary`` is None); the tool results named in
+    ``cleared`` keep their call but lose their text. ``keep_from`` None keeps
+    every message (a clearing-only compaction).
+    """
+
+    compaction_id: str
+    summary: str | None = None
+    keep_from: str | None = None
+    cleared: tuple[str, ...] = ()
+    entry: Literal["context_compaction"] = "context_compaction"
+
+
+SUMMARY_HEADER = (
+    "[term2: the earlier part of this conversation was compacted to fit the context window. "
+    "Summary of it:]\n"
+)
+DROPPED_NOTE = (
+    "[term2: the earlier part of this conversation was dropped to fit the context window; "
+    "ask the user if you need what it held.]"
+)
+CLEARED_RESULT = "[term2: this tool output was cleared to save context; run the tool again if you need it.]"
+MISSING_RESULT = "[term2: this call has no result: it was cancelled or interrupted before it finished.]"
+
+
+def apply_compaction(messages: list[ModelMessage], compaction: ContextCompaction) -> list[ModelMessage]:
+    """The transcript the model is shown after ``compaction``."""
+    out = list(messages)
+    if compaction.cleared:
+        cleared = set(compaction.cleared)
+        out = [
+            ModelMessage(m.message_id, _cleared(m.message)) if m.message_id in cleared else m for m in out
+        ]
+    if compaction.keep_from is None and compaction.summary is None:
+        return out
+    start = next((i for i, m in enumerate(out) if m.message_id == compaction.keep_from), len(out))
+    note = SUMMARY_HEADER + compaction.summary if compaction.summary is not None else DROPPED_NOTE
+    return [ModelMessage(compaction.compaction_id, ChatMessage("user", note)), *out[start:]]
+
+
+def _cleared(message: ChatMessage) -> ChatMessage:
+    return ChatMessage("tool", CLEARED_RESULT, tool_call_id=message.tool_call_id)
+
+
+def well_formed(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Every tool call answered right after its message, and no answer without its call.
+
+    Providers reject a transcript that breaks either rule (OpenAI: "tool_call_ids
+    did not have response messages"; Anthropic: tool_use without tool_result).
+    A turn cancelled between a response and its tools, or a process killed
+    there, leaves exactly that behind; the missing results are supplied with a
+    note instead of losing the calls.
+    """
+    out: list[ModelMessage] = []
+    waiting: dict[str, None] = {}  # ordered: call ids of the last assistant message not answered yet
+
+    def close_open() -> None:
+        for call_id in waiting:
+            out.append(ModelMessage(f"{call_id}-missing", ChatMessage("tool", MISSING_RESULT, tool_call_id=call_id)))
+        waiting.clear()
+
+    for item in messages:
+        message = item.message
+        if message.role == "tool":
+            if message.tool_call_id in waiting:
+                del waiting[message.tool_call_id]
+                out.append(item)
+            continue  # an answer to no pending call: dropped
+        close_open()
+        out.append(item)
+        if message.role == "assistant":
+            waiting = {call.call_id: None for call in message.tool_calls}
+    close_open()
+    return out
+
+
+def group_starts(messages: list[ModelMessage]) -> list[int]:
+    """Indexes where the transcript may be cut without separating a call from its results."""
+    return [i for i, m in enumerate(messages) if m.message.role != "tool"]

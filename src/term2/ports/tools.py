@@ -16,6 +16,7 @@ from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
 from term2.ports.llm import ToolCallRequest, ToolSpec
+from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.updates import SessionEvent
 
@@ -44,6 +45,7 @@ class ToolContext:
     emit: Callable[[SessionEvent], Awaitable[None]]
     record: Callable[[HistoryEntry], Awaitable[None]]
     interaction: LiveInteraction
+    outputs: OutputArchive | None = None  # where results cut for the model are kept whole
 
 
 class Toolbox(Protocol):

@@ -61,6 +61,24 @@ class UsageChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class CompactionChanged:
+    """A context compaction started or ended; ``summary`` is the whole summary, with ``completed``."""
+
+    compaction_id: str
+    status: Literal["in_progress", "completed", "failed", "cancelled"]
+    summary: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionChunk:
+    """A piece of an in-progress compaction's summary, as the model writes it."""
+
+    compaction_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class StateChanged:
     state: Literal["running", "requires_action", "idle"]
     stop_reason: StopReason | None = None
@@ -74,6 +92,8 @@ SessionEvent = (
     | TerminalChunk
     | PlanChanged
     | UsageChanged
+    | CompactionChanged
+    | CompactionChunk
     | StateChanged
 )
 

@@ -55,7 +55,21 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
     return 1, v1_result
 
 
-def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes] | None:
+def client_takes_compaction(params: Any, version: int) -> bool:
+    """Whether the client may be sent `compaction_update`s.
+
+    v1 allows them only to a client that advertised
+    `clientCapabilities.session.compaction` (an object; null or absent means
+    no); the v2 draft has no such capability and always allows them.
+    """
+    if version == 2:
+        return True
+    caps = params.get("clientCapabilities") if isinstance(params, dict) else None
+    session = caps.get("session") if isinstance(caps, dict) else None
+    return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
+
+
+def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes, bool] | None:
     """Answer a first line that is a well-formed `initialize` request, before the server exists.
 
     Anything else (malformed JSON, another method, bad params) returns None and
@@ -74,4 +88,5 @@ def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tupl
         version, result = negotiate(message.get("params"), v2_enabled, info)
     except RpcError:
         return None
-    return version, encode(result_reply(request_id, result)) + b"\n"
+    reply = encode(result_reply(request_id, result)) + b"\n"
+    return version, reply, client_takes_compaction(message.get("params"), version)

@@ -16,7 +16,7 @@ from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, RpcError
-from term2.adapters.acp.negotiation import negotiate
+from term2.adapters.acp.negotiation import client_takes_compaction, negotiate
 from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, Term2Error
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ V1_ONLY = frozenset({"session/load"})
 log = structlog.get_logger("term2.acp")
 
 # Builds the session methods once the application is ready (see term2.app.entrypoints.serve).
-MethodsFactory = Callable[[JsonRpcConnection, int], Awaitable["SessionMethods"]]
+# (connection, negotiated version, whether the client takes compaction updates)
+MethodsFactory = Callable[[JsonRpcConnection, int, bool], Awaitable["SessionMethods"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ class AcpServer:
         self._connection: JsonRpcConnection | None = None
         self._methods: SessionMethods | None = None
         self.version: int | None = None
+        self.compaction = False
 
     def attach(self, connection: JsonRpcConnection) -> None:
         self._connection = connection
@@ -116,7 +118,7 @@ class AcpServer:
     async def _session_methods(self) -> SessionMethods:
         if self._methods is None:
             assert self._connection is not None and self.version is not None
-            self._methods = await self._methods_factory(self._connection, self.version)
+            self._methods = await self._methods_factory(self._connection, self.version, self.compaction)
         return self._methods
 
     async def _not_initialized(self, params: Any) -> Any:
@@ -131,12 +133,14 @@ class AcpServer:
     def info(self) -> dict[str, str]:
         return {"name": self._info.name, "title": self._info.title, "version": self._info.version}
 
-    def initialized(self, version: int) -> None:
+    def initialized(self, version: int, compaction: bool = False) -> None:
         """Adopt a version negotiated before the server existed (the launcher's early answer)."""
         self.version = version
+        self.compaction = compaction
 
     async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
         self.version, result = negotiate(params, self._v2_enabled, self.info)
+        self.compaction = client_takes_compaction(params, self.version)
         return result

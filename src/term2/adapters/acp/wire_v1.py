@@ -20,6 +20,8 @@ from term2.domain.history import (
     ToolStatus,
 )
 from term2.ports.updates import (
+    CompactionChanged,
+    CompactionChunk,
     MessageChunk,
     PlanChanged,
     SessionEvent,
@@ -83,11 +85,25 @@ def _tool_call(call: ToolCall, first: bool) -> v1.SessionUpdate:
     return {"sessionUpdate": "tool_call_update", **fields}
 
 
+def _compaction_update(event: CompactionChanged) -> v1.SessionUpdate:
+    update: v1.SessionUpdateCompactionUpdate = {
+        "sessionUpdate": "compaction_update",
+        "compactionId": event.compaction_id,
+        "status": event.status,
+    }
+    if event.status == "completed" and event.summary:
+        update["summary"] = [text_block(event.summary)]
+    if event.status == "failed" and event.error:
+        update["error"] = event.error
+    return update
+
+
 class V1Renderer:
     """Stateful only for live shell output, which v1 shows as growing text."""
 
-    def __init__(self) -> None:
+    def __init__(self, compaction: bool = False) -> None:
         self._terminal_text: dict[str, str] = {}
+        self._compaction = compaction  # the client advertised session.compaction (v1 sends it no update otherwise)
 
     def notifications(self, session_id: str, event: SessionEvent, replay: bool) -> list[v1.SessionNotification]:
         return [{"sessionId": session_id, "update": update} for update in self.render(event, replay)]
@@ -124,6 +140,22 @@ class V1Renderer:
             return [{"sessionUpdate": "plan", "entries": entries}]
         if isinstance(event, UsageChanged):
             return [{"sessionUpdate": "usage_update", "used": event.used, "size": event.size}]
+        if isinstance(event, CompactionChanged):
+            if self._compaction:
+                return [_compaction_update(event)]
+            if event.status == "in_progress":  # a client without the capability still learns why the pause
+                notice = "Compacting the conversation to fit the model's context window…"
+                return [{"sessionUpdate": "agent_thought_chunk", "content": text_block(notice)}]
+            return []
+        if isinstance(event, CompactionChunk):
+            if not self._compaction:
+                return []
+            chunk: v1.SessionUpdate = {
+                "sessionUpdate": "compaction_summary_chunk",
+                "compactionId": event.compaction_id,
+                "content": text_block(event.text),
+            }
+            return [chunk]
         if isinstance(event, StateChanged):
             return []  # v1 ends a turn with the session/prompt response instead
         raise TypeError(f"unknown event {event!r}")

@@ -21,6 +21,8 @@ from term2.domain.history import (
 )
 from term2.domain.turn import StopReason
 from term2.ports.updates import (
+    CompactionChanged,
+    CompactionChunk,
     MessageChunk,
     PlanChanged,
     SessionEvent,
@@ -160,6 +162,25 @@ class V2Renderer:
             return [{"sessionUpdate": "plan_update", "plan": plan}]
         if isinstance(event, UsageChanged):
             return [{"sessionUpdate": "usage_update", "used": event.used, "size": event.size}]
+        if isinstance(event, CompactionChanged):
+            update: v2.SessionUpdateCompactionUpdate = {
+                "sessionUpdate": "compaction_update",
+                "compactionId": event.compaction_id,
+                "status": event.status,
+            }
+            if event.status == "completed" and event.summary:
+                update["summary"] = [text_block(event.summary)]
+            if event.status == "failed" and event.error:
+                update["error"] = event.error
+            return [update]
+        if isinstance(event, CompactionChunk):
+            return [
+                {
+                    "sessionUpdate": "compaction_summary_chunk",
+                    "compactionId": event.compaction_id,
+                    "content": text_block(event.text),
+                }
+            ]
         if isinstance(event, StateChanged):
             return [_state(event)]
         raise TypeError(f"unknown event {event!r}")

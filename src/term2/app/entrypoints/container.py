@@ -15,6 +15,7 @@ from dependency_injector import containers, providers
 
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
+from term2.adapters.store.output_files import OutputFiles
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
@@ -22,10 +23,12 @@ from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.tools.toolbox import WorkspaceToolbox
+from term2.domain.context_budget import ContextBudget
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import LLMProvider
+from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox
@@ -35,6 +38,12 @@ def _llm(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> L
     return LiteLLMProvider(provider_settings(settings, env, catalog))
 
 
+def _budget(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ContextBudget:
+    """The model's window (catalog or config.toml) and the configured threshold; read per turn."""
+    window = provider_settings(settings, env, catalog).context_window
+    return ContextBudget(window, threshold=settings.compaction_threshold)
+
+
 def _limits(settings: Settings) -> TurnLimits:
     retry = RetryPolicy(max_attempts=settings.retry_max_attempts, max_wait=settings.retry_max_wait)
     return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry)
@@ -42,6 +51,10 @@ def _limits(settings: Settings) -> TurnLimits:
 
 def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
     return settings.data_dir(env) / "sessions.sqlite3"
+
+
+def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
+    return settings.data_dir(env) / "outputs"
 
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -64,6 +77,10 @@ class Container(containers.DeclarativeContainer):
     sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
     limits = providers.Callable(_limits, settings)
+    budget: providers.Provider[ContextBudget] = providers.Factory(_budget, settings, env, catalog)
+    outputs: providers.Provider[OutputArchive] = providers.Singleton(
+        OutputFiles, folder=providers.Callable(_outputs_path, settings, env)
+    )
     sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths)
     prompts = providers.Singleton(
         PromptService,
@@ -73,6 +90,8 @@ class Container(containers.DeclarativeContainer):
         toolbox=toolbox,
         sandbox=sandbox,
         limits=limits,
+        budget_factory=budget.provider,
+        outputs=outputs,
     )
 
 

@@ -57,16 +57,16 @@ def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     first = sys.stdin.buffer.readline(MAX_LINE_BYTES + 1)
     info = {"name": "term2", "title": "term2", "version": __version__}
     early = early_answer(first, settings.acp_v2, info) if first.endswith(b"\n") else None
-    version = None
+    version, compaction = None, False
     if early is not None:
-        version, reply = early
+        version, reply, compaction = early
         _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
 
     configure_logging(settings.log_level)  # before any module imports structlog
     from term2.app.entrypoints.serve import run_acp
 
-    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version)
+    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, compaction=compaction)
 
 
 def _write_all(fd: int, data: bytes) -> None:

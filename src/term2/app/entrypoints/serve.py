@@ -63,7 +63,7 @@ class _Startup:
 
         return build_application(self._settings, self._env)
 
-    async def methods(self, connection: JsonRpcConnection, version: int) -> SessionMethods:
+    async def methods(self, connection: JsonRpcConnection, version: int, compaction: bool) -> SessionMethods:
         """The session methods for the negotiated version, once the application is built."""
         await self._ready.wait()
         if self._app is None:
@@ -75,7 +75,7 @@ class _Startup:
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
 
-        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer())
+        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=compaction))
         app = self._app
         return SessionMethods(
             app.sessions, app.prompts, connection, version, sink, on_session=self._preload
@@ -109,14 +109,19 @@ def _import_dependency_injector() -> None:
 
 
 async def _serve(
-    settings: Settings, env: Mapping[str, str], protocol_fd: int, pending: bytes | None, version: int | None
+    settings: Settings,
+    env: Mapping[str, str],
+    protocol_fd: int,
+    pending: bytes | None,
+    version: int | None,
+    compaction: bool,
 ) -> None:
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)
         server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
         if version is not None:
-            server.initialized(version)
+            server.initialized(version, compaction)
         connection = JsonRpcConnection(transport, server)
         server.attach(connection)
         tg.start_soon(app.build)
@@ -142,10 +147,12 @@ def run_acp(
     protocol_fd: int,
     pending: bytes | None = None,
     version: int | None = None,
+    compaction: bool = False,
 ) -> None:
     """Serve on `protocol_fd` (see `guard_stdout`); `pending` is a first line already read
-    from stdin, `version` one already negotiated by the launcher's early answer."""
-    anyio.run(_serve, settings, env, protocol_fd, pending, version, backend="asyncio")
+    from stdin, `version` one already negotiated by the launcher's early answer (and
+    `compaction` whether that client takes compaction updates)."""
+    anyio.run(_serve, settings, env, protocol_fd, pending, version, compaction, backend="asyncio")
 
 
 def exit_now(code: int) -> None:

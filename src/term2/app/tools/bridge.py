@@ -71,7 +71,7 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
         await ctx.record(link(entry) if isinstance(entry, ToolCall) else entry)
 
     approver = _LinkedApprover(ctx.approver, link)
-    return ToolContext(ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction)
+    return ToolContext(ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction, ctx.outputs)
 
 
 @dataclass(frozen=True, slots=True)

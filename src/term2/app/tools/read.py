@@ -26,9 +26,9 @@ from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 # The cap is what the model pays for, so it is counted in tokens: ~4 bytes of source text each
-# (a cheap estimate that needs no tokenizer). 20,000 tokens is a long file's worth, yet leaves
-# room in any window for the conversation around it.
-READ_LIMIT_TOKENS = 20_000
+# (a cheap estimate that needs no tokenizer). 9,000 tokens is ~900 lines of code, and stays under
+# the bound every tool result gets in the transcript (`app/results.py`), so a read is never cut.
+READ_LIMIT_TOKENS = 9_000
 BYTES_PER_TOKEN = 4
 
 
@@ -115,12 +115,12 @@ def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes
             raise ToolFailed(
                 f"{path} looks like a binary file ({human_size(os.fstat(fd).st_size)}); it is not shown."
             )
-        return _numbered(path, capped_lines(fd, head, limit_bytes + 1), offset, limit, limit_bytes)
+        return numbered(path, capped_lines(fd, head, limit_bytes + 1), offset, limit, limit_bytes)
     finally:
         os.close(fd)
 
 
-def _numbered(
+def numbered(
     path: str, lines: Iterator[bytes], offset: int, limit: int | None, limit_bytes: int
 ) -> str:
     out: list[str] = []
@@ -133,12 +133,12 @@ def _numbered(
         if limit is not None and line_no >= offset + limit:
             break
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        numbered = f"{line_no:>6}\t{line}\n"
-        size = len(numbered.encode("utf-8"))
+        shown = f"{line_no:>6}\t{line}\n"
+        size = len(shown.encode("utf-8"))
         if used + size > limit_bytes:
             if not out:  # one enormous line: show its head rather than nothing
                 out.append(
-                    numbered[: limit_bytes // 4].rstrip("\n")
+                    shown[: limit_bytes // 4].rstrip("\n")
                     + f"\n[line {line_no} was cut]\n"
                 )
                 line_no += 1
@@ -148,7 +148,7 @@ def _numbered(
                 f"offset={line_no}, or read a smaller range with limit]\n"
             )
             return "".join(out)
-        out.append(numbered)
+        out.append(shown)
         used += size
     if line_no == 0:
         return "(empty file)\n"

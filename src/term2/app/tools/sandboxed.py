@@ -12,7 +12,6 @@ import signal
 from dataclasses import dataclass
 
 from term2.app.tools.base import ToolFailed
-from term2.domain.truncation import keep_ends
 from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
 
 
@@ -26,21 +25,14 @@ class Ended:
     failed: bool  # anything but exit code 0: a timeout, a kill, a non-zero status
 
 
-def ended(
-    result: CommandResult,
-    *,
-    timeout_s: float,
-    output_limit: int,
-    model_limit: int | None = None,
-) -> Ended:
+def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ended:
     """Render `result` of a request made with `timeout_s` and `output_limit` (bytes).
 
-    `model_limit` (characters) additionally keeps only the head and tail of a
-    long output, for a tool whose model should not read all the sandbox kept.
+    The whole output the sandbox kept is rendered: what the model is shown of a
+    long one is decided where every tool result is bounded (`app/results.py`),
+    which keeps the whole text for a later `read_output`.
     """
     output = result.output.decode("utf-8", errors="replace")
-    if model_limit is not None:
-        output = keep_ends(output, model_limit, "\n[... {cut} characters of output cut ...]\n")
     if result.truncated:
         output += f"\n[output truncated by the sandbox after {output_limit} bytes]"
     for notice in result.notices:  # what the sandbox did to the workspace afterwards

@@ -41,7 +41,6 @@ from term2.ports.updates import TerminalChunk
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
 SANDBOX_OUTPUT_LIMIT = 256 * 1024
-MODEL_OUTPUT_LIMIT = 30_000  # characters
 TITLE_LIMIT = 80
 
 
@@ -145,7 +144,6 @@ def shell_outcome(
         result,
         timeout_s=timeout,
         output_limit=SANDBOX_OUTPUT_LIMIT,
-        model_limit=MODEL_OUTPUT_LIMIT,
     )
     # The terminal shows the user what the model reads, notices included.
     text = f"{end.status}\n{end.output}" if end.output else f"{end.status}\n(no output)"

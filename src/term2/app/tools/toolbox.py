@@ -24,6 +24,7 @@ from term2.app.tools.listing import Glob, ListDir
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.plan import UpdatePlan
 from term2.app.tools.read import ReadFile
+from term2.app.tools.read_output import ReadOutput
 from term2.app.tools.run_code import RunCode
 from term2.app.tools.search import Grep
 from term2.app.tools.shell import RunShell
@@ -41,7 +42,7 @@ CONCURRENT_KINDS = frozenset({ToolKind.READ, ToolKind.SEARCH})
 
 def default_tools() -> tuple[Tool, ...]:
     base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
-    return (*base, RunCode(WorkspaceToolbox(base)), UpdatePlan())
+    return (*base, RunCode(WorkspaceToolbox(base)), ReadOutput(), UpdatePlan())
 
 
 class WorkspaceToolbox:

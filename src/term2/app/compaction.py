@@ -1,0 +1,166 @@
+"""Keeping a session inside its model's context window, so that it never dies of it.
+
+Two paths (ADR 0016):
+
+* proactive, when the window is known: before a request whose estimated size
+  passes the budget's trigger, old tool outputs are cleared and, if that is
+  not enough, the older conversation is summarised by the same model;
+* reactive, for any window: when the provider rejects a request as too long,
+  the same compaction is forced and the request sent again once; if it is
+  still too long, the oldest messages are dropped (half of what is left each
+  time) until it fits.
+
+Only what the model is shown changes: the client's history is untouched and
+`session/load` still replays all of it. The client hears about it through
+`compaction_update` / `compaction_summary_chunk` and a corrected `usage_update`.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import anyio
+import structlog
+
+from term2.app.clock import new_id
+from term2.app.transcript import Transcript
+from term2.domain.context_budget import ContextBudget, keep_from, outputs_to_clear, tokens_of
+from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction
+from term2.domain.truncation import keep_ends, keep_head
+from term2.ports.llm import CompletionRequest, LLMError, LLMProvider, TextDelta
+from term2.ports.tools import ToolContext
+from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
+
+log = structlog.get_logger("term2.compaction")
+
+RESULT_IN_SUMMARY = 1_500  # characters of each tool result the summariser reads
+UNKNOWN_WINDOW_SUMMARY_INPUT = 400_000  # characters sent to summarise when the window is unknown
+
+
+@functools.cache
+def summary_prompt() -> str:
+    return resources.files("term2.app.prompts").joinpath("compaction.md").read_text("utf-8")
+
+
+def render_for_summary(messages: list[ModelMessage], limit: int) -> str:
+    """The older conversation as plain text for the summariser; long results cut, the whole bounded."""
+    parts: list[str] = []
+    for item in messages:
+        message = item.message
+        if message.role == "tool":
+            parts.append(f"[tool result]\n{keep_head(message.content, RESULT_IN_SUMMARY, ' [...]')}")
+            continue
+        if message.content:
+            parts.append(f"[{message.role}]\n{message.content}")
+        for call in message.tool_calls:
+            arguments = keep_head(call.arguments, RESULT_IN_SUMMARY, " [...]")
+            parts.append(f"[{message.role} called {call.name}] {arguments}")
+    text = "\n\n".join(parts)
+    return keep_ends(text, limit, "\n\n[... {cut} characters of the conversation left out ...]\n\n")
+
+
+class Compactor:
+    """One turn's context keeper: it reads the budget, and reaches the client through the turn's context."""
+
+    def __init__(self, llm: LLMProvider, budget: ContextBudget, ctx: ToolContext) -> None:
+        self._llm = llm
+        self._budget = budget
+        self._ctx = ctx
+
+    async def before_request(self, transcript: Transcript) -> None:
+        if self._budget.over(transcript.occupancy()):
+            await self.compact(transcript, forced=False)
+
+    async def on_overflow(self, transcript: Transcript, attempt: int) -> bool:
+        """After the provider said the request is too long: True when something was shed and it may go again."""
+        if attempt == 1 and await self.compact(transcript, forced=True):
+            return True
+        return await self._drop_oldest(transcript)
+
+    async def compact(self, transcript: Transcript, *, forced: bool) -> bool:
+        compaction_id = new_id("compaction")
+        await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+        try:
+            compaction = await self._plan(transcript, compaction_id, forced)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._ctx.emit(CompactionChanged(compaction_id, "cancelled"))
+            raise
+        if compaction is None:
+            await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
+            return False
+        await transcript.compact(compaction)
+        summary = compaction.summary or f"Cleared {len(compaction.cleared)} old tool outputs."
+        await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=summary))
+        await self._report_usage(transcript)
+        log.info(
+            "compacted context",
+            session_id=self._ctx.session_id,
+            cleared=len(compaction.cleared),
+            summarised=compaction.summary is not None,
+            tokens=transcript.occupancy(),
+        )
+        return True
+
+    async def _plan(self, transcript: Transcript, compaction_id: str, forced: bool) -> ContextCompaction | None:
+        budget = self._budget
+        cleared = outputs_to_clear(transcript.messages, budget.protected)
+        clearing = ContextCompaction(compaction_id, cleared=cleared)
+        after = apply_compaction(transcript.messages, clearing)
+        target = budget.target
+        if cleared and not forced and target is not None and transcript.fixed_tokens + tokens_of(after) <= target:
+            return clearing
+        cut = keep_from(after, budget.protected)
+        if cut == 0:
+            return clearing if cleared else None
+        summary = await self._summarise(after[:cut], compaction_id)
+        if summary is None:
+            if not forced:
+                return clearing if cleared else None
+            return ContextCompaction(compaction_id, keep_from=after[cut].message_id, cleared=cleared)
+        return ContextCompaction(compaction_id, summary=summary, keep_from=after[cut].message_id, cleared=cleared)
+
+    async def _summarise(self, older: list[ModelMessage], compaction_id: str) -> str | None:
+        usable = self._budget.usable
+        limit = UNKNOWN_WINDOW_SUMMARY_INPUT if usable is None else int(usable * 0.6) * 4
+        text = render_for_summary(older, limit)
+        request = CompletionRequest(
+            (ChatMessage("system", summary_prompt()), ChatMessage("user", f"{text}\n\nWrite the summary now.")),
+            max_tokens=self._budget.summary_tokens(),
+        )
+        parts: list[str] = []
+        stream = self._llm.stream(request)
+        try:
+            async for event in stream:
+                if isinstance(event, TextDelta) and event.text:
+                    parts.append(event.text)
+                    await self._ctx.emit(CompactionChunk(compaction_id, event.text))
+        except LLMError as exc:
+            log.warning("summarising for compaction failed", session_id=self._ctx.session_id, error=str(exc))
+            return None
+        finally:
+            with anyio.CancelScope(shield=True):
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        summary = "".join(parts).strip()
+        return summary or None
+
+    async def _drop_oldest(self, transcript: Transcript) -> bool:
+        """Keep the newer half of the transcript (at a group start); False when only one group is left."""
+        cut = keep_from(transcript.messages, tokens_of(transcript.messages) // 2)
+        if cut == 0:
+            return False
+        compaction_id = new_id("compaction")
+        await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+        compaction = ContextCompaction(compaction_id, keep_from=transcript.messages[cut].message_id)
+        await transcript.compact(compaction)
+        dropped = f"Dropped the {cut} oldest messages: the request was still too long for the model."
+        await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=dropped))
+        await self._report_usage(transcript)
+        return True
+
+    async def _report_usage(self, transcript: Transcript) -> None:
+        if self._budget.window is not None:
+            await self._ctx.emit(UsageChanged(transcript.occupancy(), self._budget.window))
