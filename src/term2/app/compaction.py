@@ -105,13 +105,16 @@ class Compactor:
 
     async def _plan(self, transcript: Transcript, compaction_id: str, forced: bool) -> ContextCompaction | None:
         budget = self._budget
-        cleared = outputs_to_clear(transcript.messages, budget.protected)
+        protected = budget.protected
+        if forced:  # the provider said it is too long: whatever the budget thinks, keep at most a quarter
+            protected = min(protected, tokens_of(transcript.messages) // 4)
+        cleared = outputs_to_clear(transcript.messages, protected)
         clearing = ContextCompaction(compaction_id, cleared=cleared)
         after = apply_compaction(transcript.messages, clearing)
         target = budget.target
         if cleared and not forced and target is not None and transcript.fixed_tokens + tokens_of(after) <= target:
             return clearing
-        cut = keep_from(after, budget.protected)
+        cut = keep_from(after, protected)
         if cut == 0:
             return clearing if cleared else None
         summary = await self._summarise(after[:cut], compaction_id)

@@ -1,0 +1,174 @@
+"""The compaction policy through the real Compactor and agent loop, with a scripted model.
+
+The scripted provider records every request, so each test can check what the
+model was shown before and after a compaction, and the recorded history shows
+what a restarted process would rebuild.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from term2.adapters.llm.scripted import ScriptedProvider, text_response
+from term2.app.agent_loop import run_loop
+from term2.app.compaction import Compactor, summary_prompt
+from term2.app.conversation import model_transcript
+from term2.app.tools.toolbox import WorkspaceToolbox
+from term2.domain.context_budget import ContextBudget
+from term2.domain.history import HistoryEntry
+from term2.domain.transcript import (
+    CLEARED_RESULT,
+    DROPPED_NOTE,
+    SUMMARY_HEADER,
+    ChatMessage,
+    ContextCompaction,
+    ModelMessage,
+    ToolCallRequest,
+)
+from term2.domain.turn import StopReason, TurnLimits
+from term2.domain.workspace import SessionAccess
+from term2.ports.llm import ContextWindowExceeded, LLMError
+from term2.ports.tools import ToolContext
+from term2.ports.updates import CompactionChanged, CompactionChunk, SessionEvent, UsageChanged
+from tests.fakes.transcripts import transcript_of
+from tests.fakes.turns import live_turn
+
+pytestmark = pytest.mark.anyio
+
+OVERFLOW = ContextWindowExceeded("Context window exceeded for m (HTTP 400): prompt is too long", status=400)
+
+
+class Rig:
+    def __init__(self, tmp_path: Path, *script: Any, window: int | None = 4_000) -> None:
+        self.llm = ScriptedProvider(script)
+        self.events: list[SessionEvent] = []
+        self.recorded: list[HistoryEntry] = []
+        self.ctx = ToolContext(
+            "s1", SessionAccess(str(tmp_path)), cast(Any, None), cast(Any, None), self._emit, self._record, live_turn()
+        )
+        self.budget = ContextBudget(window, output_reserve=0 if window else None)
+        self.compactor = Compactor(self.llm, self.budget, self.ctx)
+
+    async def _emit(self, event: SessionEvent) -> None:
+        self.events.append(event)
+
+    async def _record(self, entry: HistoryEntry) -> None:
+        self.recorded.append(entry)
+
+    def statuses(self) -> list[str]:
+        return [e.status for e in self.events if isinstance(e, CompactionChanged)]
+
+    def compactions(self) -> list[ContextCompaction]:
+        return [e for e in self.recorded if isinstance(e, ContextCompaction)]
+
+
+def long_session(rig: Rig, turns: int, output: int = 3_000, words: int = 0) -> Any:
+    messages: list[ChatMessage] = []
+    for n in range(turns):
+        messages += [
+            ChatMessage("user", f"request {n} " + "please " * words),
+            ChatMessage("assistant", "", (ToolCallRequest(f"c{n}", "read_file", '{"path": "a"}'),)),
+            ChatMessage("tool", f"output {n} " + "x" * output, tool_call_id=f"c{n}"),
+            ChatMessage("assistant", f"answer {n}"),
+        ]
+    return transcript_of(*messages, ChatMessage("user", "now"), record=rig._record)
+
+
+async def test_old_tool_outputs_are_cleared_first_without_asking_the_model(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    transcript = long_session(rig, turns=5)
+    before = transcript.occupancy()
+    assert rig.budget.over(before)
+    await rig.compactor.before_request(transcript)
+    assert rig.llm.requests == []  # clearing was enough: no summary
+    assert rig.statuses() == ["in_progress", "completed"]
+    [compaction] = rig.compactions()
+    assert compaction.summary is None and compaction.cleared
+    assert transcript.occupancy() <= cast(int, rig.budget.target)
+    cleared = [m for m in transcript.messages if m.message.content == CLEARED_RESULT]
+    assert len(cleared) == len(compaction.cleared)
+    assert transcript.messages[-3].message.content.startswith("output 4")  # the recent output is protected
+    assert any(isinstance(e, UsageChanged) and e.used < before for e in rig.events)
+
+
+async def test_a_long_conversation_is_summarised_by_the_same_model(tmp_path: Path) -> None:
+    summary = text_response("Summary: the user asked for 0-5.", "Summary: ", "the user asked for 0-5.")
+    rig = Rig(tmp_path, summary)
+    transcript = long_session(rig, turns=6, output=100, words=300)
+    initial = list(transcript.messages)
+    await rig.compactor.before_request(transcript)
+    [request] = rig.llm.requests
+    assert request.messages[0] == ChatMessage("system", summary_prompt()) and request.tools == ()
+    assert "request 0" in request.messages[1].content and request.max_tokens
+    chunks = [e.text for e in rig.events if isinstance(e, CompactionChunk)]
+    assert chunks == ["Summary: ", "the user asked for 0-5."]
+    [compaction] = rig.compactions()
+    assert compaction.summary == "Summary: the user asked for 0-5."
+    first = transcript.messages[0].message
+    assert first.role == "user" and first.content == SUMMARY_HEADER + compaction.summary
+    assert transcript.messages[-1].message.content == "now"  # the current request is kept word for word
+    completed = [e for e in rig.events if isinstance(e, CompactionChanged) and e.status == "completed"]
+    assert completed[0].summary == compaction.summary
+    # A restarted process rebuilds exactly what the model is now shown.
+    assert [m.message for m in model_transcript([*initial, *rig.recorded])] == [m.message for m in transcript.messages]
+
+
+async def test_a_request_too_long_is_compacted_and_sent_again_once(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, OVERFLOW, text_response("short summary"), text_response("the answer"), window=None)
+    transcript = long_session(rig, turns=6, output=100, words=300)
+    stop = await run_loop(transcript, rig.llm, WorkspaceToolbox(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    assert stop is StopReason.END_TURN
+    first, summary, again = rig.llm.requests
+    assert summary.messages[0].content == summary_prompt()
+    assert len(again.messages) < len(first.messages)
+    assert again.messages[1].content == SUMMARY_HEADER + "short summary"
+    assert again.messages[-1].content == "now"
+    assert rig.statuses() == ["in_progress", "completed"]
+
+
+async def test_still_too_long_after_compaction_drops_the_oldest_half_until_it_fits(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, OVERFLOW, text_response("s"), OVERFLOW, OVERFLOW, text_response("fits"), window=None)
+    transcript = long_session(rig, turns=8, output=100, words=300)
+    stop = await run_loop(transcript, rig.llm, WorkspaceToolbox(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    assert stop is StopReason.END_TURN
+    sizes = [len(r.messages) for r in rig.llm.requests if r.tools]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+    assert rig.llm.requests[-1].messages[1].content == DROPPED_NOTE
+    assert rig.llm.requests[-1].messages[-1].content == "now"
+
+
+async def test_a_summary_that_fails_on_overflow_falls_back_to_dropping(tmp_path: Path) -> None:
+    failure = LLMError("Provider error from m (HTTP 500): down", status=500)
+    rig = Rig(tmp_path, OVERFLOW, failure, text_response("ok"), window=None)
+    transcript = long_session(rig, turns=6, output=100, words=300)
+    stop = await run_loop(transcript, rig.llm, WorkspaceToolbox(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    assert stop is StopReason.END_TURN
+    assert rig.llm.requests[-1].messages[1].content == DROPPED_NOTE
+
+
+async def test_one_message_that_alone_overflows_ends_the_turn_with_the_error(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, OVERFLOW, OVERFLOW, window=None)
+    transcript = transcript_of(ChatMessage("user", "huge " * 50_000), record=rig._record)
+    with pytest.raises(ContextWindowExceeded):
+        await run_loop(transcript, rig.llm, WorkspaceToolbox(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    assert len(rig.llm.requests) == 1  # nothing could be shed: no pointless second attempt
+    assert "failed" in rig.statuses()
+
+
+async def test_the_next_request_starts_with_everything_the_last_one_sent(tmp_path: Path) -> None:
+    from term2.adapters.llm.scripted import tool_call_response
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    rig = Rig(tmp_path, tool_call_response(("c1", "read_file", '{"path": "a.txt"}')), text_response("seen"))
+    transcript = transcript_of(ChatMessage("user", "read a.txt"), record=rig._record)
+    await run_loop(transcript, rig.llm, WorkspaceToolbox(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    first, second = rig.llm.requests
+    assert second.messages[: len(first.messages)] == first.messages  # an append-only prefix
+    assistant, tool = second.messages[len(first.messages) :]
+    assert assistant.tool_calls == (ToolCallRequest("c1", "read_file", '{"path": "a.txt"}'),)
+    assert tool.role == "tool" and tool.tool_call_id == "c1" and "hello" in tool.content
+    kept = [m.message for m in rig.recorded if isinstance(m, ModelMessage)]
+    assert kept == [assistant, tool, ChatMessage("assistant", "seen")]
