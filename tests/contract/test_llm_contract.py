@@ -1,10 +1,12 @@
 """One contract suite for every LLMProvider adapter.
 
 The same scripted replies run against the ScriptedProvider, litellm speaking
-the OpenAI chat-completions protocol, and litellm speaking the Anthropic
-Messages protocol (both to the local fake server). Passing all three shows that
-swapping providers is configuration only, and that the port semantics (event
+the OpenAI chat-completions protocol, litellm speaking the Anthropic Messages
+protocol, and the native httpx adapters for both protocols (all four to the
+local fake server). Passing all five shows that swapping providers (or the
+adapter behind one) is configuration only, and that the port semantics (event
 order, one Finished, error mapping, stream closing) do not depend on the wire.
+A case that cannot apply to an adapter is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
+import httpx
 import pytest
 
 from term2.adapters.llm import retry_hints
+from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
+from term2.adapters.llm.openai_native import OpenAIChatProvider
 from term2.adapters.llm.scripted import ScriptedProvider
 from term2.domain.turn import FinishReason
 from term2.ports.llm import (
     AuthenticationFailed,
+    BadRequest,
     ChatMessage,
     CompletionRequest,
     ContextWindowExceeded,
@@ -45,6 +51,7 @@ from term2.ports.llm import (
     ProviderUnreachable,
     QuotaExceeded,
     RateLimited,
+    ReasoningReady,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -89,8 +96,11 @@ REQUEST = CompletionRequest(
     tools=TOOLS,
 )
 _ERROR_BY_STATUS: dict[int, type[LLMError]] = {
-    400: ContextWindowExceeded,
+    400: BadRequest,
     401: AuthenticationFailed,
+    403: AuthenticationFailed,
+    404: BadRequest,
+    422: BadRequest,
     429: RateLimited,
     500: LLMError,
 }
@@ -109,10 +119,13 @@ class Harness(Protocol):
     """What a contract test needs from one adapter under test."""
 
     model: str
+    wire: str  # "scripted", "openai" or "anthropic"
 
     def push(self, reply: dict[str, Any]) -> None: ...
 
-    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider: ...
+    def provider(
+        self, *, timeout_s: float = 10.0, unreachable: bool = False, effort: str | None = None
+    ) -> LLMProvider: ...
 
     async def stream_closed_early(self, timeout: float) -> bool: ...
 
@@ -121,7 +134,9 @@ def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMErr
     """The reference meaning of a fake-server reply, as port events."""
     if status := reply.get("status"):
         quota = reply.get("error_code") == "insufficient_quota"
+        context = reply.get("error_code") == "context_length_exceeded"
         err = QuotaExceeded if quota else _ERROR_BY_STATUS.get(int(status), LLMError)
+        err = ContextWindowExceeded if context else err
         said = reply.get("error_message", "")
         hint = retry_hints.from_headers(reply.get("headers", {}))
         hint = hint if hint is not None else retry_hints.from_message(said)
@@ -150,6 +165,7 @@ def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMErr
 
 class ScriptedHarness:
     model = "scripted/fake"
+    wire = "scripted"
 
     def __init__(self) -> None:
         self.scripted = ScriptedProvider()
@@ -159,7 +175,7 @@ class ScriptedHarness:
         self._delay = float(reply.get("chunk_delay", 0.0))
         self.scripted.push(scripted_events(reply, self.model))
 
-    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider:
+    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False, effort: str | None = None) -> LLMProvider:
         if unreachable:
             return ScriptedProvider([ProviderUnreachable(f"Cannot reach {self.model}")])
         self.scripted.delay = self._delay
@@ -169,40 +185,64 @@ class ScriptedHarness:
         return self.scripted.aborted_streams == 1
 
 
-class LiteLLMHarness:
-    def __init__(self, server: FakeLLMServer, model: str, api_base: str) -> None:
-        self.server, self.model, self.api_base = server, model, api_base
+class HTTPHarness:
+    """An HTTP adapter (litellm or native) talking one wire protocol to the shared fake server."""
+
+    def __init__(self, server: FakeLLMServer, wire: str, *, native: bool) -> None:
+        self.server, self.wire, self.native = server, wire, native
+        self.model = "openai/fake-gpt" if wire == "openai" else "anthropic/fake-claude"
+        # litellm passes an effort on only for models its catalog says reason
+        self.reasoning_model = "openai/gpt-5" if wire == "openai" else "anthropic/claude-sonnet-4-5"
+        self.api_base = server.base_url + "/v1" if wire == "openai" else server.base_url
 
     def push(self, reply: dict[str, Any]) -> None:
         self.server.push(reply)
 
-    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False) -> LLMProvider:
+    def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False, effort: str | None = None) -> LLMProvider:
         base = self.api_base
         if unreachable:
             base = base.replace(str(self.server.port), str(_closed_port()))
         settings = ProviderSettings(
-            model=self.model,
+            model=self.reasoning_model if effort else self.model,
             api_base=base,
             api_key="sk-contract",
             timeout_s=timeout_s,
             context_window=CONTEXT_WINDOW,
+            effort=effort,
+            supports_reasoning=effort is not None,
         )
-        return LiteLLMProvider(settings)
+        if not self.native:
+            return LiteLLMProvider(settings)
+        return OpenAIChatProvider(settings) if self.wire == "openai" else AnthropicMessagesProvider(settings)
+
+    def body(self, index: int = -1) -> dict[str, Any]:
+        body = self.server.requests[index].body
+        assert isinstance(body, dict)
+        return body
 
     async def stream_closed_early(self, timeout: float) -> bool:
         rec = await anyio.to_thread.run_sync(lambda: self.server.wait_until_closed(timeout=timeout))
         return rec is not None and rec.status == "disconnected"
 
 
-@pytest.fixture(params=["scripted", "litellm-openai", "litellm-anthropic"])
+HARNESSES = ["scripted", "litellm-openai", "litellm-anthropic", "native-openai", "native-anthropic"]
+
+
+@pytest.fixture(params=HARNESSES)
 def harness(request: pytest.FixtureRequest) -> Harness:
     if request.param == "scripted":
         return ScriptedHarness()
     llm_server: FakeLLMServer = request.getfixturevalue("llm_server")
     llm_server.state.reset()
-    if request.param == "litellm-openai":
-        return LiteLLMHarness(llm_server, "openai/fake-gpt", llm_server.base_url + "/v1")
-    return LiteLLMHarness(llm_server, "anthropic/fake-claude", llm_server.base_url)
+    kind, wire = str(request.param).split("-")
+    return HTTPHarness(llm_server, wire, native=kind == "native")
+
+
+def http_only(harness: Harness, why: str) -> HTTPHarness:
+    """The case checks what reaches the wire or the clock; the scripted provider has neither."""
+    if not isinstance(harness, HTTPHarness):
+        pytest.skip(f"scripted provider: {why}")
+    return harness
 
 
 @asynccontextmanager
@@ -441,18 +481,19 @@ async def test_request_reaches_the_model_intact(harness: Harness) -> None:
     if isinstance(harness, ScriptedHarness):
         assert harness.scripted.requests == [request]
         return
-    assert isinstance(harness, LiteLLMHarness)
-    body = harness.server.requests[-1].body
+    assert isinstance(harness, HTTPHarness)
+    body = harness.body()
     assert body["stream"] is True and body["max_tokens"] == 321
     wire = json.dumps(body)
     assert "Now summarise it." in wire and "# demo project" in wire
-    if harness.model.startswith("openai/"):
+    if harness.wire == "openai":
         msgs = body["messages"]
         assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "user"]
         assert msgs[2]["tool_calls"][0]["function"] == {"name": "read_file", "arguments": '{"path": "README.md"}'}
         assert msgs[3]["tool_call_id"] == "call_0"
         assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "write_file"]
         assert body["stream_options"] == {"include_usage": True}
+        assert body["model"] == "fake-gpt"
     else:
         assert "You are terse." in json.dumps(body["system"])
         blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
@@ -461,25 +502,262 @@ async def test_request_reaches_the_model_intact(harness: Harness) -> None:
         assert (tool_use["id"], tool_use["name"], tool_use["input"]) == ("call_0", "read_file", {"path": "README.md"})
         assert tool_result["tool_use_id"] == "call_0"
         assert [t["name"] for t in body["tools"]] == ["read_file", "write_file"]
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+        assert body["model"] == "fake-claude"
+    headers = harness.server.requests[-1].headers
+    if harness.wire == "openai":
+        assert headers.get("authorization") == "Bearer sk-contract"
+    else:
+        assert headers.get("x-api-key") == "sk-contract" and headers.get("anthropic-version") == "2023-06-01"
+
+
+def _reasoning_providers() -> list[str]:
+    return [h for h in HARNESSES if h != "scripted"]
 
 
 @pytest.mark.parametrize("supports_reasoning", [True, False])
-async def test_effort_is_sent_only_to_reasoning_models(llm_server: FakeLLMServer, supports_reasoning: bool) -> None:
-    llm_server.push({"text": "ok"})
-    settings = ProviderSettings(
-        "openai/gpt-5",
-        api_base=llm_server.base_url + "/v1",
-        api_key="sk-contract",
-        effort="low",
-        supports_reasoning=supports_reasoning,
-    )
-    provider = LiteLLMProvider(settings)
-    try:
+@pytest.mark.parametrize("adapter", _reasoning_providers())
+async def test_effort_is_sent_only_to_reasoning_models(
+    llm_server: FakeLLMServer, adapter: str, supports_reasoning: bool
+) -> None:
+    llm_server.state.reset()
+    kind, wire = adapter.split("-")
+    harness = HTTPHarness(llm_server, wire, native=kind == "native")
+    harness.push({"text": "ok"})
+    request = CompletionRequest((ChatMessage("user", "hi"),), max_tokens=20000)
+    async with opened(harness, effort="low" if supports_reasoning else None) as provider:
+        [e async for e in provider.stream(request)]
+    body = harness.body()
+    if wire == "openai":
+        assert body.get("reasoning_effort") == ("low" if supports_reasoning else None)
+        if kind == "native":  # OpenAI's reasoning models take only max_completion_tokens
+            key = "max_completion_tokens" if supports_reasoning else "max_tokens"
+            assert body[key] == 20000
+    elif supports_reasoning:
+        thinking = body.get("thinking")
+        assert isinstance(thinking, dict) and thinking["type"] == "enabled", body
+        assert 1024 <= thinking["budget_tokens"] < body["max_tokens"]
+    else:
+        assert body.get("thinking") in (None, {"type": "disabled"})
+
+
+# --------------------------------------------------------------------------- native specifics
+
+
+async def test_first_byte_timeout(harness: Harness) -> None:
+    http_only(harness, "no clock and no wire: it cannot wait for a first byte")
+    harness.push({"text": "late", "delay_first_byte": 8})
+    seen: list[LLMEvent] = []
+    started = time.monotonic()
+    with pytest.raises(ProviderTimeout) as caught:
+        async with opened(harness, timeout_s=0.5) as provider:
+            async for event in provider.stream(REQUEST):
+                seen.append(event)
+    assert time.monotonic() - started < 5, "no hidden retries"
+    assert not seen
+    assert harness.model in str(caught.value) and caught.value.transient
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ({"status": 403}, AuthenticationFailed),
+        ({"status": 404}, BadRequest),
+        ({"status": 422}, BadRequest),
+        ({"status": 400, "error_message": "Invalid value for 'tools'."}, BadRequest),
+        (QUOTA_EXCEEDED, QuotaExceeded),
+        ({"status": 503}, LLMError),
+    ],
+    ids=["403", "404", "422", "400-plain", "429-quota", "503"],
+)
+async def test_every_error_class(harness: Harness, reply: dict[str, Any], expected: type[LLMError]) -> None:
+    if isinstance(harness, HTTPHarness) and not harness.native and harness.wire == "openai" and reply["status"] == 403:
+        pytest.skip("litellm raises a bare APIError for OpenAI's 403, which litellm_errors maps to LLMError")
+    with pytest.raises(LLMError) as caught:
+        await collect(harness, reply)
+    assert type(caught.value) is expected, repr(caught.value)
+    assert caught.value.status == reply["status"], repr(caught.value)
+    assert harness.model in str(caught.value) and f"HTTP {reply['status']}" in str(caught.value)
+
+
+async def test_error_event_before_any_delta_is_transient(harness: Harness) -> None:
+    """An overloaded server that fails in-stream before saying anything may be retried (a 5xx, or 529)."""
+    harness.push({"text": "one two", "error_after": 0, "error_message": "Overloaded"})
+    seen: list[LLMEvent] = []
+    with pytest.raises(LLMError) as caught:
+        async with opened(harness) as provider:
+            async for event in provider.stream(REQUEST):
+                seen.append(event)
+    assert not _of(seen, TextDelta)
+    if isinstance(harness, HTTPHarness) and not harness.native and harness.wire == "openai":
+        pytest.skip("litellm reports OpenAI in-stream errors without a status (a bare APIConnectionError)")
+    assert caught.value.transient, repr(caught.value)
+    assert caught.value.status is not None and caught.value.status >= 500, repr(caught.value)
+
+
+def _usage_details_supported() -> bool:
+    """Whether the fake server reports cached/reasoning usage (it is being extended to)."""
+    with start_fake_llm() as server:
+        server.push({"text": "x", "usage": {"input_tokens": 9, "output_tokens": 1, "cached_tokens": 4}})
+        body = {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "messages": []}
+        body["messages"] = [{"role": "user", "content": "hi"}]
+        reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=5)
+        return "cached_tokens" in reply.text
+
+
+async def test_cached_and_reasoning_usage(harness: Harness) -> None:
+    http = http_only(harness, "replays Usage events as given; nothing to translate")
+    if not _usage_details_supported():
+        pytest.skip("the fake server does not report cached/reasoning usage yet (tests/fakes/llm_server.py)")
+    usage = {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cached_tokens": 60,
+        "cache_read_input_tokens": 60,
+        "cache_creation_input_tokens": 10,
+        "reasoning_tokens": 5,
+    }
+    events = await collect(http, {"text": "Hi", "usage": usage})
+    [got] = _of(events, Usage)
+    if http.wire == "openai":  # prompt_tokens includes the cached part; no cache writes on this wire
+        assert got == Usage(100, 20, CONTEXT_WINDOW, cached_input_tokens=60, reasoning_tokens=5)
+    else:  # input_tokens is the uncached part only: the adapter adds reads and writes back in
+        assert (got.input_tokens, got.output_tokens) == (170, 20)
+        assert (got.cached_input_tokens, got.cache_write_tokens) == (60, 10)
+
+
+async def test_thinking_blocks_become_reasoning_ready(harness: Harness) -> None:
+    http = http_only(harness, "replays whatever events it is given")
+    http.push({"thought": "Let me think.", "text": "Done."})
+    async with opened(http, effort="low") as provider:
+        events = [e async for e in provider.stream(CompletionRequest((ChatMessage("user", "Think first."),)))]
+    ready = [e.block for e in _of(events, ReasoningReady)]
+    if http.wire == "openai":
+        assert ready == [], "Chat Completions has no signed reasoning to send back"
+        return
+    assert [(b.kind, b.text, b.provider) for b in ready] == [("thinking", "Let me think.", "anthropic")]
+    assert ready[0].signature, "the signature is what Anthropic checks when the block comes back"
+    position = events.index(next(e for e in events if isinstance(e, ReasoningReady)))
+    assert all(not isinstance(e, ThoughtDelta) for e in events[position:])
+    _assert_one_finished_last(events)
+
+
+async def test_reasoning_blocks_go_back_first_in_the_assistant_message(harness: Harness) -> None:
+    """A tool round with thinking on: the signed block from reply 1 opens the assistant turn of request 2."""
+    http = http_only(harness, "has no wire to put reasoning on")
+    call = {"name": "read_file", "arguments": {"path": "README.md"}}
+    http.push({"thought": "I should read it.", "tool_calls": [call]})
+    http.push({"text": "It is a demo."})
+    first = CompletionRequest((ChatMessage("user", "Look at the README."),), TOOLS)
+    async with opened(http, effort="low") as provider:
+        events = [e async for e in provider.stream(first)]
+        blocks = tuple(e.block for e in _of(events, ReasoningReady))
+        [ready] = [e.call for e in _of(events, ToolCallReady)]
+        second = CompletionRequest(
+            (
+                *first.messages,
+                ChatMessage("assistant", "", tool_calls=(ready,), reasoning=blocks),
+                ChatMessage("tool", "# demo project", tool_call_id=ready.call_id),
+            ),
+            TOOLS,
+        )
+        events = [e async for e in provider.stream(second)]
+    assert "".join(e.text for e in _of(events, TextDelta)) == "It is a demo."
+    body = http.body()
+    wire = json.dumps(body)
+    if http.wire == "openai":
+        assert blocks == () and "thinking" not in wire
+        return
+    assert len(blocks) == 1 and blocks[0].signature
+    assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+    kinds = [b["type"] for b in assistant["content"]]
+    assert kinds[0] == "thinking" and kinds[-1] == "tool_use", kinds
+    assert assistant["content"][0]["signature"] == blocks[0].signature
+    assert assistant["content"][0]["thinking"] == "I should read it."
+
+
+async def test_prompt_cache_key_reaches_openai_only(harness: Harness) -> None:
+    request = CompletionRequest(REQUEST.messages, REQUEST.tools, cache_key="session-123")
+    harness.push({"text": "ok"})
+    async with opened(harness) as provider:
+        [e async for e in provider.stream(request)]
+    if isinstance(harness, ScriptedHarness):
+        assert harness.scripted.requests[-1].cache_key == "session-123"
+        return
+    assert isinstance(harness, HTTPHarness)
+    body = harness.body()
+    if harness.wire == "openai":
+        assert body.get("prompt_cache_key") == "session-123"
+    else:
+        assert "prompt_cache_key" not in body and "session-123" not in json.dumps(body)
+
+
+def _breakpoints(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        own = [value] if "cache_control" in value else []
+        return own + [b for v in value.values() for b in _breakpoints(v)]
+    if isinstance(value, list):
+        return [b for v in value for b in _breakpoints(v)]
+    return []
+
+
+async def test_cache_breakpoints_stay_within_four(harness: Harness) -> None:
+    http = http_only(harness, "has no wire to put cache breakpoints on")
+    http.push({"text": "ok"})
+    async with opened(http) as provider:
         [e async for e in provider.stream(REQUEST)]
-    finally:
-        await provider.aclose()
-    body = llm_server.requests[-1].body
-    assert body.get("reasoning_effort") == ("low" if supports_reasoning else None)
+    body = http.body()
+    marked = _breakpoints(body)
+    if http.wire == "openai":
+        assert marked == [], "OpenAI caches prefixes by itself; cache_control is Anthropic's"
+        return
+    assert len(marked) <= 4
+    if http.native:  # last tool, last system block, and the rolling one on the last message
+        assert body["tools"][-1].get("cache_control") == {"type": "ephemeral"}
+        assert body["system"][-1].get("cache_control") == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1].get("cache_control") == {"type": "ephemeral"}
+        assert len(marked) == 3
+
+
+_NO_LITELLM_PROBE = textwrap.dedent(
+    """
+    import sys, anyio
+    from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
+    from term2.adapters.llm.openai_native import OpenAIChatProvider
+    from term2.ports.llm import ChatMessage, CompletionRequest, ProviderSettings, TextDelta
+
+    async def main(base: str) -> None:
+        req = CompletionRequest((ChatMessage("user", "hi"),))
+        for cls, model, api_base in (
+            (OpenAIChatProvider, "openai/fake-gpt", base + "/v1"),
+            (AnthropicMessagesProvider, "anthropic/fake-claude", base),
+        ):
+            provider = cls(ProviderSettings(model, api_base=api_base, api_key="k"))
+            text = "".join([e.text async for e in provider.stream(req) if isinstance(e, TextDelta)])
+            assert text == "echo: hi", text
+            await provider.aclose()
+        print("litellm" in sys.modules)
+
+    anyio.run(main, sys.argv[1])
+    """
+)
+
+
+def test_native_adapters_never_import_litellm(llm_server: FakeLLMServer) -> None:
+    """Importing and streaming through both native adapters leaves litellm (4 s, 190 MB) unloaded."""
+    llm_server.state.reset()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_LITELLM_PROBE, llm_server.base_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "False", done.stdout + done.stderr[-3000:]
 
 
 # --------------------------------------------------------------------------- stdout
