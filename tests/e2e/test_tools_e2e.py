@@ -665,6 +665,66 @@ def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
     assert processes_with(marker) == []
 
 
+# --- approvals show the change (issue 12, item 7) ------------------------------
+
+
+def _before_permission(agent: Agent, start: int, call_id_key: str = "toolCallId") -> tuple[list[Message], Message]:
+    """The agent's messages since ``start`` up to its first permission request, and that request."""
+    sent = [m for who, m in agent.proc.transcript[start:] if who == "agent"]
+    index = next(i for i, m in enumerate(sent) if m.get("method") == "session/request_permission")
+    return sent[:index], sent[index]
+
+
+def _diffs(messages: list[Message]) -> list[dict[str, Any]]:
+    return [
+        c
+        for m in messages
+        if m.get("method") == "session/update"
+        for c in m["params"]["update"].get("content") or []
+        if isinstance(c, dict) and c.get("type") == "diff"
+    ]
+
+
+def _shows(diff: dict[str, Any], path: Path, old: str | None, new: str, removed: str, added: str) -> bool:
+    """v1 carries whole texts; v2 a change list with a git patch."""
+    if "changes" not in diff:
+        return diff["path"] == str(path) and diff.get("oldText") == old and diff["newText"] == new
+    [change] = diff["changes"]
+    patch = str(diff["patch"]["text"])
+    operation = "add" if old is None else "modify"
+    return change["path"] == str(path) and change["operation"] == operation and removed in patch and added in patch
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_outside_edits_permission_request_is_preceded_by_its_diff(v1: Agent, v2: Agent, version: int) -> None:
+    agent = v1 if version == 1 else v2
+    target = outside_file(agent, "alpha\nbeta\n")
+    sid = agent.session()
+    start = len(agent.proc.transcript)
+    agent.turn(sid, edit_call(target, "beta", "gamma"), policy=select("reject"))
+    before, request = _before_permission(agent, start)
+    assert target.read_text() == "alpha\nbeta\n"  # rejected: nothing written, yet the change was shown
+    assert any(_shows(d, target, "alpha\nbeta\n", "alpha\ngamma\n", "-beta", "+gamma") for d in _diffs(before))
+    first = next(m["params"]["update"] for m in before if m.get("method") == "session/update" and _diffs([m]))
+    assert first["sessionUpdate"] == ("tool_call" if version == 1 else "tool_call_update")
+    assert first["status"] == "pending"
+    params = request["params"]
+    subject = params["toolCall"] if version == 1 else params["subject"]["toolCall"]
+    assert subject["toolCallId"] == first["toolCallId"]
+    assert any(_shows(d, target, "alpha\nbeta\n", "alpha\ngamma\n", "-beta", "+gamma") for d in subject["content"])
+
+
+def test_v2_a_write_outside_that_creates_a_file_shows_a_creation_diff(v2: Agent) -> None:
+    target = v2.outside() / "new.txt"
+    sid = v2.session()
+    start = len(v2.proc.transcript)
+    call = {"name": "write_file", "arguments": {"path": str(target), "content": "fresh\n"}}
+    v2.turn(sid, call, policy=select("reject"))
+    before, _request = _before_permission(v2, start)
+    assert not target.exists()
+    assert any(_shows(d, target, None, "fresh\n", "/dev/null", "+fresh") for d in _diffs(before))
+
+
 # --- disconnect (last: it ends the shared v2 process) --------------------------
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from term2.adapters.acp import wire_v1, wire_v2
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
@@ -51,6 +52,8 @@ def _v1_tool_call(request: ApprovalRequest) -> v1.ToolCallUpdate:
         "rawInput": call.raw_input,
         "locations": locations(call.locations),
     }
+    if call.content:  # the proposed change (a diff), so the editor can show what it is asked to allow
+        update["content"] = [wire_v1.tool_content(c) for c in call.content]
     meta = parent_meta(call)
     if meta is not None:
         update["_meta"] = meta
@@ -67,6 +70,8 @@ def _v2_tool_call(request: ApprovalRequest) -> v2.ToolCallUpdate:
         "rawInput": call.raw_input,
         "locations": locations(call.locations),
     }
+    if call.content:
+        update["content"] = [wire_v2.tool_content(c) for c in call.content]
     meta = parent_meta(call)
     if meta is not None:
         update["_meta"] = meta

@@ -57,7 +57,7 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
 
 
-def _tool_content(output: ToolOutput) -> v1.ToolCallContent:
+def tool_content(output: ToolOutput) -> v1.ToolCallContent:
     if isinstance(output, DiffOutput):
         return {"type": "diff", "path": output.path, "oldText": output.old_text, "newText": output.new_text}
     if isinstance(output, TerminalOutput):
@@ -74,7 +74,7 @@ def _tool_call(call: ToolCall, first: bool) -> v1.SessionUpdate:
         "kind": TOOL_KINDS[call.kind],
         "status": STATUSES[call.status],
         "rawInput": call.raw_input,
-        "content": [_tool_content(c) for c in call.content],
+        "content": [tool_content(c) for c in call.content],
         "locations": locations(call.locations),
     }
     meta = parent_meta(call)

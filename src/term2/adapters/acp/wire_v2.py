@@ -63,7 +63,7 @@ def _stop_reason(reason: StopReason) -> v2.StopReason:
     return STOP_REASONS[reason]
 
 
-def _tool_content(output: ToolOutput) -> v2.ToolCallContent:
+def tool_content(output: ToolOutput) -> v2.ToolCallContent:
     if isinstance(output, DiffOutput):
         change: v2.DiffChange = (
             {"operation": "add", "path": output.path}
@@ -107,7 +107,7 @@ def _tool_call(call: ToolCall) -> v2.SessionUpdateToolCallUpdate:
         "kind": TOOL_KINDS[call.kind],
         "status": STATUSES[call.status],
         "rawInput": call.raw_input,
-        "content": [_tool_content(c) for c in call.content],
+        "content": [tool_content(c) for c in call.content],
         "locations": locations(call.locations),
     }
     meta = parent_meta(call)

@@ -59,6 +59,9 @@ class Invocation:
     command: CommandSubject | None = None
     git_plant: str | None = None  # folder this edit would make (or finds) a git directory
     content_on_start: Callable[[str], tuple[ToolOutput, ...]] = lambda _call_id: ()
+    # What the call would change, computed without changing it (blocking: run in a worker thread),
+    # shown with the call before the user is asked so the editor can render a review.
+    preview: Callable[[], tuple[ToolOutput, ...]] | None = None
 
 
 class Tool(Protocol):

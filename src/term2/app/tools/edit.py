@@ -11,6 +11,7 @@ because guessing which occurrence was meant silently corrupts code.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -23,7 +24,7 @@ from term2.app.tools.files import human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.domain.diff import change_summary, git_patch
-from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind
+from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind, ToolOutput
 from term2.domain.near_match import closest_lines
 from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access
@@ -40,7 +41,9 @@ class NotText(ToolFailed):
     """The existing file cannot be treated as text: edit_file refuses, write_file skips the diff."""
 
 
-def _edit_invocation(title: str, path: str, root: str, runner: Runner) -> Invocation:
+def _edit_invocation(
+    title: str, path: str, root: str, runner: Runner, new_text: Callable[[str | None], str]
+) -> Invocation:
     return Invocation(
         title=title,
         access=Access.EDIT,
@@ -49,7 +52,32 @@ def _edit_invocation(title: str, path: str, root: str, runner: Runner) -> Invoca
         locations=(Location(path),),
         run=runner,
         git_plant=git_plant_folder(path, root),
+        preview=partial(_preview, path, root, new_text),
     )
+
+
+def _preview(path: str, root: str, new_text: Callable[[str | None], str]) -> tuple[ToolOutput, ...]:
+    """The diff the call would make now; nothing when it would fail (its run says why)."""
+    try:
+        old = _read_existing(path, root)
+        return (DiffOutput(path, old, new_text(old)),)
+    except (NotText, ToolFailed, OSError, ValueError):
+        return ()
+
+
+def _replaced(path: str, old_string: str, new_string: str, replace_all: bool, old: str | None) -> tuple[str, int]:
+    """The edited text and the number of replacements; ToolFailed says why the edit cannot apply."""
+    if old is None:
+        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
+    count = old.count(old_string)
+    if count == 0:
+        raise ToolFailed(_not_found(path, old, old_string))
+    if count > 1 and not replace_all:
+        raise ToolFailed(
+            f"old_string matches {count} times in {path}; include more surrounding context to make "
+            "it unique, or set replace_all to true"
+        )
+    return (old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)), count
 
 
 def _read_existing(path: str, root: str) -> str | None:
@@ -118,7 +146,7 @@ class WriteFile:
         path = resolve(root, required_str(args, "path"))
         content = required_str(args, "content", allow_empty=True)
         return _edit_invocation(
-            f"Write {path}", path, root, partial(self._run, path, root, content)
+            f"Write {path}", path, root, partial(self._run, path, root, content), lambda _old: content
         )
 
     async def _run(
@@ -186,7 +214,10 @@ class EditFile:
             )
         replace_all = optional_bool(args, "replace_all")
         runner = partial(self._run, path, root, old_string, new_string, replace_all)
-        return _edit_invocation(f"Edit {path}", path, root, runner)
+        def change(old: str | None) -> str:
+            return _replaced(path, old_string, new_string, replace_all, old)[0]
+
+        return _edit_invocation(f"Edit {path}", path, root, runner, change)
 
     async def _run(
         self,
@@ -221,23 +252,10 @@ def edit_file(
     path: str, root: str, old_string: str, new_string: str, replace_all: bool
 ) -> Outcome:
     old = _read_existing(path, root)
-    if old is None:
-        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
-    count = old.count(old_string)
-    if count == 0:
-        raise ToolFailed(_not_found(path, old, old_string))
-    if count > 1 and not replace_all:
-        raise ToolFailed(
-            f"old_string matches {count} times in {path}; include more surrounding context to make "
-            "it unique, or set replace_all to true"
-        )
-    new = (
-        old.replace(old_string, new_string)
-        if replace_all
-        else old.replace(old_string, new_string, 1)
-    )
+    new, count = _replaced(path, old_string, new_string, replace_all, old)
     _write(path, root, new)
-    line = old.count("\n", 0, old.index(old_string)) + 1
+    before = old or ""  # _replaced refused a missing file
+    line = before.count("\n", 0, before.index(old_string)) + 1
     verb = f"Edited ({count} replacements)" if count > 1 else "Edited"
     return Outcome(
         _report(path, old, new, verb),

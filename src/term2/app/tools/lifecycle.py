@@ -34,9 +34,10 @@ class CallTracker:
         kind: ToolKind,
         raw_input: dict[str, object],
         locations: tuple[Location, ...] = (),
+        content: tuple[ToolOutput, ...] = (),
     ) -> ToolCall:
         call = ToolCall(
-            self._call_id, title, kind, ToolStatus.PENDING, raw_input, (), locations
+            self._call_id, title, kind, ToolStatus.PENDING, raw_input, content, locations
         )
         await self._publish(call)
         return call

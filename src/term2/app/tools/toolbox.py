@@ -16,7 +16,7 @@ import anyio
 import structlog
 
 from term2.app.tools.args import ArgumentError, parse_arguments
-from term2.app.tools.base import Outcome, Runner, Tool, ToolFailed
+from term2.app.tools.base import Invocation, Outcome, Runner, Tool, ToolFailed
 from term2.app.tools.edit import EditFile, WriteFile
 from term2.app.tools.gate import authorize, denial_message
 from term2.app.tools.lifecycle import CallTracker
@@ -28,7 +28,7 @@ from term2.app.tools.read_output import ReadOutput
 from term2.app.tools.run_code import RunCode
 from term2.app.tools.search import Grep
 from term2.app.tools.shell import RunShell
-from term2.domain.history import ToolKind, ToolStatus
+from term2.domain.history import ToolKind, ToolOutput, ToolStatus
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext
@@ -106,7 +106,7 @@ class WorkspaceToolbox:
             )
 
         pending = await tracker.start(
-            invocation.title, kind, args, invocation.locations
+            invocation.title, kind, args, invocation.locations, await _proposed(invocation, ctx)
         )
         denial = await authorize(invocation, pending, ctx)
         if denial is not None:
@@ -133,6 +133,17 @@ class WorkspaceToolbox:
         except Exception as err:
             log.exception("tool raised", tool=tool.name)
             return Outcome.failure(f"Error: {tool.name} failed unexpectedly: {err}")
+
+
+async def _proposed(invocation: Invocation, ctx: ToolContext) -> tuple[ToolOutput, ...]:
+    """The change a call that needs approval would make, for the user to review before deciding."""
+    workspace = ctx.access.workspace
+    git_plant = invocation.git_plant is not None
+    if invocation.preview is None or not workspace.needs_approval(
+        invocation.access, invocation.target, git_plant=git_plant
+    ):
+        return ()
+    return await anyio.to_thread.run_sync(invocation.preview, abandon_on_cancel=True)
 
 
 def _os_message(err: OSError) -> str:
