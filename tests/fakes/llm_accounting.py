@@ -79,15 +79,19 @@ def _without_cache_control(block: Any) -> Any:
 
 
 def anthropic_blocks(body: dict[str, Any]) -> list[tuple[Any, bool]]:
-    """The prompt as (block, has cache_control) in cache order: tools, system, message blocks."""
+    """The prompt as (block without cache_control, had cache_control) in cache order.
+
+    The order is tools, system blocks, then each message's blocks (with its role).
+    """
     out: list[tuple[Any, bool]] = []
     for tool in body.get("tools") or []:
-        out.append((tool, isinstance(tool, dict) and "cache_control" in tool))
+        out.append((_without_cache_control(tool), isinstance(tool, dict) and "cache_control" in tool))
     system = body.get("system")
     if isinstance(system, str) and system:
         out.append(({"type": "text", "text": system}, False))
     elif isinstance(system, list):
-        out.extend((block, isinstance(block, dict) and "cache_control" in block) for block in system)
+        for block in system:
+            out.append((_without_cache_control(block), isinstance(block, dict) and "cache_control" in block))
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
@@ -95,7 +99,7 @@ def anthropic_blocks(body: dict[str, Any]) -> list[tuple[Any, bool]]:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for block in blocks if isinstance(blocks, list) else []:
             marked = isinstance(block, dict) and "cache_control" in block
-            out.append(({"role": role, "block": block}, marked))
+            out.append(({"role": role, "block": _without_cache_control(block)}, marked))
     return out
 
 
@@ -132,7 +136,7 @@ class PromptCache:
         prefixes: list[tuple[str, int]] = []  # (digest, chars) of the prefix ending at block i
         chars = 0
         for block, _ in blocks[: marks[-1] + 1]:
-            text = _dumps(_without_cache_control(block))
+            text = _dumps(block)
             digest.update(text.encode() + b"\x1e")
             chars += len(text)
             prefixes.append((digest.hexdigest(), chars))

@@ -36,7 +36,8 @@ Responses (`/v1/responses`): `model` required; function tools named; each
 Gemini: `contents` required, roles user/model; a functionResponse turn comes right
   after a functionCall turn, with as many response parts as call parts.
 Authentication (only with `require_key`): OpenAI and Responses `Authorization:
-  Bearer <key>`, Anthropic `x-api-key`, Gemini `x-goog-api-key` or `?key=`.
+  Bearer <key>`, Anthropic `x-api-key` or `Authorization: Bearer <key>` (what the
+  official client sends), Gemini `x-goog-api-key` or `?key=`.
 """
 
 from __future__ import annotations
@@ -147,15 +148,16 @@ def check_auth(
     """401 (Gemini: 400/403) with the provider's body when `require_key` is set and not presented."""
     if require_key is None:
         return None
-    if protocol == "anthropic":
-        key = headers.get("x-api-key")
+    if protocol == "anthropic":  # the official client sends the key as a Bearer token
+        bearer = headers.get("authorization", "")
+        key = headers.get("x-api-key") or (bearer[7:].strip() if bearer.lower().startswith("bearer ") else "")
         if not key:
             return anthropic_error("x-api-key header is required", etype="authentication_error", status=401)
         if key != require_key:
             return anthropic_error("invalid x-api-key", etype="authentication_error", status=401)
         return None
     if protocol == "gemini":
-        key = headers.get("x-goog-api-key") or query.get("key")
+        key = headers.get("x-goog-api-key") or query.get("key") or ""
         if not key:
             return gemini_error(
                 "Method doesn't allow unregistered callers (callers without established identity)."

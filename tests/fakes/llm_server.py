@@ -441,15 +441,17 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- serving a model request
 
     def _serve(self, protocol: str, path: str, body: Any, query: str, model: str | None = None) -> None:
-        rec = self.state.record(path, protocol, body, self._headers(), model)
+        rec = self.state.record(path, protocol, body, self._headers())  # 4 arguments: tests wrap record()
+        if model is not None:
+            rec.model = model
         params = dict(parse_qsl(query))
         all_headers = {k.lower(): v for k, v in self.headers.items()}
         admission = self.state.admit(rec, all_headers, params)
         try:
             if admission.rejection is not None:
                 rejection = admission.rejection
+                self.state.finish(rec, "error")  # before answering: a client may read the log at once
                 self._send_json(rejection.status, rejection.body, rejection.headers)
-                self.state.finish(rec, "error")
                 return
             reply = admission.reply
             self._pause(float(reply.get("delay_first_byte", 0.0)))
