@@ -521,3 +521,21 @@ def test_gemini_stream_and_function_call(server: FakeLLMServer) -> None:
     orphan = {"contents": [{"role": "user", "parts": [{"functionResponse": {"name": "read_file", "response": {}}}]}]}
     refused = httpx.post(url, json=orphan)
     assert refused.status_code == 400 and refused.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_responder_and_the_request_log(server: FakeLLMServer) -> None:
+    server.responder = lambda request: {"text": f"request {request.index}"}
+    server.push({"text": "queued first"})
+    client = oa(server)
+    said = [
+        client.chat.completions.create(model=MODEL_OA, messages=[{"role": "user", "content": "Hi"}])
+        .choices[0]
+        .message.content
+        for _ in range(2)
+    ]
+    assert said == ["queued first", "request 1"]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=MODEL_OA, messages=[{"role": "tool", "tool_call_id": "x", "content": ""}])
+    log = httpx.get(server.base_url + "/_requests").json()
+    assert [entry["status"] for entry in log] == ["completed", "completed", "error"]
+    assert log[-1]["rejection"] and log[0]["rejection"] is None

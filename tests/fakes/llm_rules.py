@@ -198,7 +198,7 @@ def context_rejection(protocol: str, chars: int, limit: int) -> Rejection | None
     if chars <= limit:
         return None
     tokens, maximum = -(-chars // 4), limit // 4
-    reason = f"prompt of {chars} chars over max_prompt_chars={limit}"
+    reason = f"context_length_exceeded: prompt of {chars} chars over max_prompt_chars={limit}"
     if protocol == "anthropic":
         return anthropic_error(f"prompt is too long: {tokens} tokens > {maximum} maximum", reason=reason)
     if protocol == "gemini":

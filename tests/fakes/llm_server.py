@@ -41,8 +41,9 @@ A reply (every key optional):
                                             # cached_tokens, cache_read_input_tokens,
                                             # cache_creation_input_tokens, reasoning_tokens
 
-With an empty queue the reply is "echo: <last user text>" (or "echo tool: <result>"
-after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
+With an empty queue the reply is `server.responder(request)` if one is set (a
+callable taking the RecordedRequest, answering a reply or None), else "echo: <last
+user text>" (or "echo tool: <result>" after a tool result). A model name ending in "fake-<status>" (e.g. "fake-401")
 yields that error, as a fallback for clients that cannot push a script.
 
 Request rules (always on; see `tests.fakes.llm_rules` for the full list): a
@@ -75,7 +76,7 @@ in 1.5s" inside the message.
 
 In-process: `with start_fake_llm(script, max_prompt_chars=None, require_key=None) as server:`
 yields a FakeLLMServer with `base_url` (OpenAI clients add "/v1"), `push(*replies)`,
-`configure(max_prompt_chars=..., require_key=...)`, `requests` (RecordedRequest:
+`configure(max_prompt_chars=..., require_key=...)`, `responder`, `requests` (RecordedRequest:
 path, protocol openai|anthropic|responses|gemini, model, body, headers, status
 open|completed|disconnected|error, rejection, disconnected_at),
 `wait_for_request(n)` and `wait_until_closed(index)`.
@@ -250,6 +251,7 @@ class FakeLLMState:
     require_key: str | None = None
     signatures: SignatureBook = field(default_factory=SignatureBook)  # survive /_reset, as real ones do
     cache: PromptCache = field(default_factory=PromptCache)
+    responder: Callable[[RecordedRequest], Reply | None] | None = None
 
     def push(self, *replies: Reply) -> None:
         with self.lock:
@@ -284,7 +286,12 @@ class FakeLLMState:
             if rejection is not None:
                 rec.rejection = rejection.reason
                 return Admission(rejection)
-            reply = self.next_reply() or _model_convention(rec.model) or default_reply(body)
+            reply = (
+                self.next_reply()
+                or (self.responder(rec) if self.responder is not None else None)
+                or _model_convention(rec.model)
+                or default_reply(body)
+            )
             return Admission(None, reply, self.cache.measure(protocol, body))
 
     def record(
@@ -824,6 +831,15 @@ class FakeLLMServer:
 
     def push(self, *replies: Reply) -> None:
         self.state.push(*replies)
+
+    @property
+    def responder(self) -> Callable[[RecordedRequest], Reply | None] | None:
+        """Computes the reply to an admitted request when the queue is empty (None: the default)."""
+        return self.state.responder
+
+    @responder.setter
+    def responder(self, responder: Callable[[RecordedRequest], Reply | None] | None) -> None:
+        self.state.responder = responder
 
     def configure(self, **options: Any) -> dict[str, Any]:
         """Change `max_prompt_chars` / `require_key` (None turns one off); answers the configuration."""
