@@ -1,6 +1,6 @@
 """Keeping a session inside its model's context window, so that it never dies of it.
 
-Two paths (ADR 0016):
+Two paths (ADR 0017):
 
 * proactive, when the window is known: before a request whose estimated size
   passes the budget's trigger, old tool outputs are cleared and, if that is
@@ -69,8 +69,13 @@ class Compactor:
         self._ctx = ctx
 
     async def before_request(self, transcript: Transcript) -> None:
-        if self._budget.over(transcript.occupancy()):
+        """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it)."""
+        if self._budget.over(transcript.occupancy()) and self._sheddable(transcript):
             await self.compact(transcript, forced=False)
+
+    def _sheddable(self, transcript: Transcript) -> bool:
+        protected = self._budget.protected
+        return bool(outputs_to_clear(transcript.messages, protected)) or keep_from(transcript.messages, protected) > 0
 
     async def on_overflow(self, transcript: Transcript, attempt: int) -> bool:
         """After the provider said the request is too long: True when something was shed and it may go again."""

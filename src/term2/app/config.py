@@ -31,10 +31,14 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message names the source and the key."""
 
 
+WIRE_NAMES = ("openai", "anthropic", "litellm")
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderConfig:
     api_base: str | None = None
     api_key_env: str | None = None
+    wire: str | None = None  # "openai" | "anthropic" | "litellm"; None: the default table (app/wires.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +120,17 @@ def _from_file(path: Path) -> dict[str, Any]:
     providers: dict[str, ProviderConfig] = {}
     for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
         block = _expect(dict, block, f"{where}: providers.{name}")
-        unknown = set(block) - {"api_base", "api_key_env"}
+        unknown = set(block) - {"api_base", "api_key_env", "wire"}
         if unknown:
             raise ConfigError(f"{where}: providers.{name}: unknown keys {sorted(unknown)}")
         at = f"{where}: providers.{name}"
+        wire = _expect((str, type(None)), block.get("wire"), f"{at}.wire")
+        if wire is not None and wire not in WIRE_NAMES:
+            raise ConfigError(f"{at}.wire must be one of {', '.join(WIRE_NAMES)}, got {wire!r}")
         providers[name] = ProviderConfig(
             api_base=_expect((str, type(None)), block.get("api_base"), f"{at}.api_base"),
             api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{at}.api_key_env"),
+            wire=wire,
         )
     models: dict[str, DeclaredModel] = {}
     for name, block in _expect(dict, data.get("models", {}), f"{where}: models").items():

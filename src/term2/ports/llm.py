@@ -124,6 +124,8 @@ class ProviderSettings:
     timeout_s: float = 120.0
     context_window: int | None = None
     supports_reasoning: bool = False
+    provider: str | None = None  # the catalog's provider name ("openai", "anthropic", "groq", …)
+    wire: str = "litellm"  # which adapter serves it: "openai", "anthropic" or "litellm"
 
 
 class LLMError(Exception):

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from dependency_injector import containers, providers
 
+from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
+from term2.adapters.llm.openai_native import OpenAIChatProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 from term2.adapters.store.output_files import OutputFiles
 from term2.adapters.store.sqlite_store import SqliteSessionStore
@@ -27,15 +29,20 @@ from term2.domain.context_budget import ContextBudget
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.ports.catalog import ModelCatalog
-from term2.ports.llm import LLMProvider
+from term2.ports.llm import LLMProvider, ProviderSettings
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox
 
 
-def _llm(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> LLMProvider:
-    return LiteLLMProvider(provider_settings(settings, env, catalog))
+def _llm(chosen: ProviderSettings) -> LLMProvider:
+    """The adapter the model's wire names (app/wires.py); swapping is configuration only."""
+    if chosen.wire == "openai":
+        return OpenAIChatProvider(chosen, provider=chosen.provider)
+    if chosen.wire == "anthropic":
+        return AnthropicMessagesProvider(chosen, provider=chosen.provider)
+    return LiteLLMProvider(chosen)
 
 
 def _budget(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ContextBudget:
@@ -72,7 +79,8 @@ class Container(containers.DeclarativeContainer):
     )
     registry = providers.Singleton(SessionRegistry)
     catalog: providers.Provider[ModelCatalog] = providers.Singleton(model_catalog, settings)
-    llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, settings, env, catalog)
+    llm_settings: providers.Provider[ProviderSettings] = providers.Singleton(provider_settings, settings, env, catalog)
+    llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
@@ -113,21 +121,28 @@ class Application:
         self._settings: Settings = container.settings()
 
     async def preload(self) -> None:
-        """Warm litellm up in a worker thread once a session exists, so the first prompt is quick."""
+        """Warm litellm up in a worker thread once a session exists, if (and only if) it serves the model.
+
+        A model served natively never loads litellm: that is the point of the
+        native adapters (seconds and ~190 MB saved per process).
+        """
         if not self._settings.model:
+            return
+        try:
+            wire = self.container.llm_settings().wire
+        except Exception:  # no usable model yet: the first prompt reports it
+            return
+        if wire != "litellm":
             return
         from term2.adapters.llm.litellm_runtime import preload
 
         await preload()
 
     async def shutdown(self) -> None:
-        from term2.adapters.llm.litellm_runtime import is_loaded
-
-        if is_loaded():
-            try:
-                await self.container.llm().aclose()
-            except Exception:
-                pass
+        try:
+            await self.container.llm().aclose()
+        except Exception:  # no model configured, or a provider that failed to close: nothing to keep
+            pass
         await self.container.store().aclose()
 
 
