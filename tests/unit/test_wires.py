@@ -36,7 +36,7 @@ def test_other_providers_go_through_litellm_unless_told_otherwise() -> None:
 def test_a_self_hosted_provider_without_an_endpoint_falls_back_or_is_refused() -> None:
     assert route("hosted_vllm", None, None, None, {}).wire == "litellm"
     assert route("hosted_vllm", None, None, None, {"HOSTED_VLLM_API_BASE": "http://v/v1"}).wire == "openai"
-    with pytest.raises(ConfigError, match="providers.someone: wire = 'openai' needs an api_base"):
+    with pytest.raises(ConfigError, match=r"providers\.someone: wire = 'openai' needs an api_base"):
         route("someone", "openai", None, None, {})
 
 
