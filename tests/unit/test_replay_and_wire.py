@@ -29,6 +29,8 @@ from term2.domain.history import (
 )
 from term2.domain.turn import StopReason
 from term2.ports.updates import (
+    CompactionChanged,
+    CompactionChunk,
     MessageChunk,
     PlanChanged,
     SessionEvent,
@@ -425,3 +427,38 @@ def test_v2_usage_update() -> None:
 def test_renderers_reject_unknown_events(renderer: V1Renderer | V2Renderer) -> None:
     with pytest.raises(TypeError):
         renderer.render("nope")  # type: ignore[arg-type]
+
+
+COMPACTION_EVENTS: list[SessionEvent] = [
+    CompactionChanged("compaction_1", "in_progress"),
+    CompactionChunk("compaction_1", "The user asked "),
+    CompactionChunk("compaction_1", "for a fix."),
+    CompactionChanged("compaction_1", "completed", summary="The user asked for a fix."),
+    CompactionChanged("compaction_2", "failed", error="nothing could be compacted"),
+]
+
+
+def test_v1_sends_compaction_updates_only_to_a_client_that_advertised_them() -> None:
+    told = [u for e in COMPACTION_EVENTS for u in v1(e, replay=False, renderer=V1Renderer(compaction=True))]
+    assert [u["sessionUpdate"] for u in told] == [
+        "compaction_update",
+        "compaction_summary_chunk",
+        "compaction_summary_chunk",
+        "compaction_update",
+        "compaction_update",
+    ]
+    assert told[3]["summary"] == [{"type": "text", "text": "The user asked for a fix."}]
+    assert told[4] == {
+        "sessionUpdate": "compaction_update",
+        "compactionId": "compaction_2",
+        "status": "failed",
+        "error": "nothing could be compacted",
+    }
+    plain = [u for e in COMPACTION_EVENTS for u in v1(e, replay=False, renderer=V1Renderer())]
+    assert [u["sessionUpdate"] for u in plain] == ["agent_thought_chunk"]  # one notice per compaction started
+
+
+def test_v2_always_sends_compaction_updates() -> None:
+    told = [u for e in COMPACTION_EVENTS for u in v2(e, replay=False)]
+    assert [u["sessionUpdate"] for u in told][:2] == ["compaction_update", "compaction_summary_chunk"]
+    assert told[1]["content"] == {"type": "text", "text": "The user asked "}

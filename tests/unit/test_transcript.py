@@ -93,12 +93,16 @@ def test_sessions_from_before_the_transcript_still_reach_the_model_as_text() -> 
     entries = [
         UserMessage("u0", (TextBlock("old question"),)),
         AgentMessage("m0", "old answer"),
+        UserMessage("u1c", (TextBlock("new question"),)),  # a new turn records both records
         mm("u1", "user", "new question"),
+        AgentMessage("m1", "new answer"),
+        mm("a1", "assistant", "new answer"),
     ]
     assert shape(model_transcript(entries)) == [
         ("user", "old question"),
         ("assistant", "old answer"),
         ("user", "new question"),
+        ("assistant", "new answer"),
     ]
 
 

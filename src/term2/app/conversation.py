@@ -62,17 +62,28 @@ def model_transcript(entries: list[HistoryEntry]) -> list[ModelMessage]:
     """What the model is shown of the session so far, its compactions applied, ready to extend.
 
     Turns recorded as a transcript come back structurally (tool calls and
-    results as such, reasoning blocks included); sessions from before the
-    transcript existed keep working, their turns rendered as text.
+    results as such, reasoning blocks included); turns from before the
+    transcript existed (no model message between their user message and the
+    next) keep working, rendered as text.
     """
     messages: list[ModelMessage] = []
-    structured = False
-    for entry in entries:
-        if isinstance(entry, ModelMessage):
-            structured = True
-            messages.append(entry)
-        elif isinstance(entry, ContextCompaction):
-            messages = apply_compaction(messages, entry)
-        elif not structured and (legacy := _legacy(entry)) is not None:
-            messages.append(legacy)
+    for turn in _turns(entries):
+        if any(isinstance(entry, (ModelMessage, ContextCompaction)) for entry in turn):
+            for entry in turn:
+                if isinstance(entry, ModelMessage):
+                    messages.append(entry)
+                elif isinstance(entry, ContextCompaction):
+                    messages = apply_compaction(messages, entry)
+        else:
+            messages.extend(legacy for entry in turn if (legacy := _legacy(entry)) is not None)
     return well_formed(messages)
+
+
+def _turns(entries: list[HistoryEntry]) -> list[list[HistoryEntry]]:
+    """The history split where the client's user messages start a turn."""
+    turns: list[list[HistoryEntry]] = [[]]
+    for entry in entries:
+        if isinstance(entry, UserMessage) and turns[-1]:
+            turns.append([])
+        turns[-1].append(entry)
+    return turns
