@@ -725,6 +725,28 @@ def test_v2_a_write_outside_that_creates_a_file_shows_a_creation_diff(v2: Agent)
     assert any(_shows(d, target, None, "fresh\n", "/dev/null", "+fresh") for d in _diffs(before))
 
 
+def test_v2_three_reads_in_one_response_run_side_by_side(v2: Agent) -> None:
+    for name in ("a", "b", "c"):
+        (v2.root / f"{name}.txt").write_text(f"contents of {name}\n" * 2000)
+    sid = v2.session()
+    messages = v2.turn(sid, read_call("a.txt"), read_call("b.txt"), read_call("c.txt"))
+    order = [
+        (u["toolCallId"], u["status"])
+        for u in updates(messages)
+        if u["sessionUpdate"] == "tool_call_update" and u.get("status") in ("pending", "completed")
+    ]
+    calls = list(dict.fromkeys(call_id for call_id, _ in order))
+    assert len(calls) == 3, order
+    first_completed = next(i for i, (_, status) in enumerate(order) if status == "completed")
+    started = {call_id for call_id, status in order[:first_completed] if status == "pending"}
+    assert started == set(calls), order  # all three began before any ended: they ran side by side
+    assert all(tool_calls(messages)[c]["status"] == "completed" for c in calls)
+    sent = v2.llm.requests[-1].body["messages"]
+    results = [m for m in sent if m["role"] == "tool"][-3:]
+    assert [m["tool_call_id"] for m in results] == calls  # results in the model's order
+    assert ["contents of a" in results[0]["content"], "contents of c" in results[2]["content"]] == [True, True]
+
+
 # --- disconnect (last: it ends the shared v2 process) --------------------------
 
 
