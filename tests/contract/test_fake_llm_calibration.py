@@ -539,3 +539,10 @@ def test_responder_and_the_request_log(server: FakeLLMServer) -> None:
     log = httpx.get(server.base_url + "/_requests").json()
     assert [entry["status"] for entry in log] == ["completed", "completed", "error"]
     assert log[-1]["rejection"] and log[0]["rejection"] is None
+
+
+def test_gemini_count_tokens(server: FakeLLMServer) -> None:
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "Hello"}]}]}
+    answer = httpx.post(server.base_url + "/v1beta/models/gemini-fake:countTokens", json=body).json()
+    assert answer == {"totalTokens": tokens_of(prompt_chars("gemini", body))}
+    assert server.requests == []

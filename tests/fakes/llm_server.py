@@ -15,6 +15,7 @@ Routes
   POST /v1/responses, /responses                 OpenAI Responses (SSE events when "stream")
   POST /v1beta/models/{model}:generateContent    Gemini (also /v1/models/...)
   POST /v1beta/models/{model}:streamGenerateContent[?alt=sse]   (SSE; without alt=sse a JSON array)
+  POST /v1beta/models/{model}:countTokens        {"totalTokens": N} (not recorded)
   POST /_script   body: one reply object or a list of them; appended to the queue
   POST /_reset    clear the queue and the recorded requests
   POST /_config   body: {"max_prompt_chars": N|null, "require_key": "k"|null} (only the keys given);
@@ -81,6 +82,10 @@ path, protocol openai|anthropic|responses|gemini, model, body, headers, status
 open|completed|disconnected|error, rejection, disconnected_at),
 `wait_for_request(n)` and `wait_until_closed(index)`.
 
+Audit: with $FAKE_LLM_REJECTION_LOG set, every rejection is appended to that file as a
+JSON line (with $PYTEST_CURRENT_TEST), to list what a whole suite run sent that a real
+provider would refuse.
+
 CLI: python -m tests.fakes.llm_server [--host 127.0.0.1] [--port 0]
                                        [--port-file F] [--script replies.json]
                                        [--max-prompt-chars N] [--require-key K]
@@ -107,7 +112,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote
 
-from tests.fakes.llm_accounting import PromptCache, prompt_chars
+from tests.fakes.llm_accounting import PromptCache, prompt_chars, tokens_of
 from tests.fakes.llm_replies import (
     PromptStats,
     Reply,
@@ -137,7 +142,9 @@ __all__ = [
 _OPENAI_PATHS = {"/v1/chat/completions", "/chat/completions"}
 _ANTHROPIC_PATHS = {"/v1/messages", "/messages"}
 _RESPONSES_PATHS = {"/v1/responses", "/responses"}
-_GEMINI_PATH = re.compile(r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent)$")
+_GEMINI_PATH = re.compile(
+    r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$"
+)
 _MODEL_STATUS = re.compile(r"fake-(\d{3})$")
 
 _OPENAI_ERRORS = {
@@ -285,6 +292,7 @@ class FakeLLMState:
                         rejection = context_rejection(protocol, chars, int(limit))
             if rejection is not None:
                 rec.rejection = rejection.reason
+                _log_rejection(rec)
                 return Admission(rejection)
             reply = (
                 self.next_reply()
@@ -383,6 +391,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._serve("anthropic", path, body, query)
         elif path in _RESPONSES_PATHS:
             self._serve("responses", path, body, query)
+        elif gemini and gemini.group(2) == "countTokens":  # not a model request: answered, not recorded
+            request = body.get("generateContentRequest", body) if isinstance(body, dict) else {}
+            self._send_json(200, {"totalTokens": tokens_of(prompt_chars("gemini", request))})
         elif gemini:
             self._serve("gemini", path, body, query, model=unquote(gemini.group(1)))
         else:
@@ -556,6 +567,25 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             }
         self._send_json(status, body, reply.get("headers"))
+
+
+def _log_rejection(rec: RecordedRequest) -> None:
+    """With $FAKE_LLM_REJECTION_LOG set, append each rejection (and the running test) to that file.
+
+    A suite-wide audit: tests that expect a refusal pass either way, so this shows
+    which requests of a whole run a real provider would have refused.
+    """
+    path = os.environ.get("FAKE_LLM_REJECTION_LOG")
+    if not path:
+        return
+    entry = {
+        "test": os.environ.get("PYTEST_CURRENT_TEST"),
+        "protocol": rec.protocol,
+        "path": rec.path,
+        "reason": rec.rejection,
+    }
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps(entry) + "\n")
 
 
 def _model_convention(model: str) -> Reply | None:
