@@ -240,9 +240,13 @@ def test_cli_version_and_help_exit_0(args: tuple[str, ...], expected: tuple[str,
         assert fragment in result.stdout
 
 
-def test_cli_models_lists_id_provider_and_context_window(tmp_path: Path) -> None:
+def test_cli_models_lists_id_provider_context_window_and_prices(tmp_path: Path) -> None:
     result = _run("models", "gpt-5", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.splitlines()]
-    assert ["gpt-5", "openai", "272000"] in rows
+    header, *lines = result.stdout.splitlines()
+    assert header.split()[:3] == ["model", "provider", "window"] and "$/M in" in header
+    rows = [line.split() for line in lines]
+    gpt5 = next(row for row in rows if row[0] == "gpt-5")
+    assert gpt5[:3] == ["gpt-5", "openai", "272000"]
+    assert float(gpt5[3]) > 0 and float(gpt5[4]) > float(gpt5[3])  # output costs more than input
     assert all("gpt-5" in row[0] for row in rows)

@@ -288,7 +288,7 @@ def test_provider_settings_missing_key_variable_gives_no_key() -> None:
     settings = Settings(model="openai/x", providers={"openai": ProviderConfig(api_key_env="ABSENT")})
     result = _provider_settings(settings, {})
     assert result.api_key is None
-    assert result.api_base is None
+    assert result.api_base == "https://api.openai.com/v1"  # the native wire's default endpoint
 
 
 def test_provider_settings_unlisted_model_with_effort_assumes_reasoning() -> None:

@@ -56,7 +56,8 @@ async def test_a_turn_streams_records_and_ends_idle(tmp_path: Path) -> None:
     assert stop is StopReason.END_TURN
     chunks = [e.text for e in sink.events if isinstance(e, MessageChunk)]
     assert chunks == ["Hel", "lo"]
-    assert sink.events[-1] == StateChanged("idle", StopReason.END_TURN)
+    last = sink.events[-1]
+    assert isinstance(last, StateChanged) and (last.state, last.stop_reason) == ("idle", StopReason.END_TURN)
     store = container.store()
     [session] = (await store.list(None, None, 10)).sessions
     history = [e async for e in store.history(session.session_id)]
@@ -113,7 +114,8 @@ async def test_a_provider_failure_ends_with_term2_error_and_tells_the_user(tmp_p
     assert stop is StopReason.ERROR
     texts = [e.text for e in sink.events if isinstance(e, MessageChunk)]
     assert texts[0] == "partial " and "cannot reach the model" in texts[-1]
-    assert sink.events[-1] == StateChanged("idle", StopReason.ERROR)
+    last = sink.events[-1]
+    assert isinstance(last, StateChanged) and (last.state, last.stop_reason) == ("idle", StopReason.ERROR)
 
 
 @pytest.mark.anyio
@@ -128,7 +130,8 @@ async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
         tg.start_soon(lambda: prompts.run(turn, (TextBlock("go"),), sink, FixedApprover(REJECTED)))
         await anyio.sleep(0.2)
         prompts.cancel(opened.session.session_id)
-    assert sink.events[-1] == StateChanged("idle", StopReason.CANCELLED)
+    last = sink.events[-1]
+    assert isinstance(last, StateChanged) and (last.state, last.stop_reason) == ("idle", StopReason.CANCELLED)
     assert not turn.turn.busy and turn.turn.settled
 
 

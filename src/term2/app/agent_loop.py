@@ -23,6 +23,7 @@ import structlog
 
 from term2.app.clock import new_id
 from term2.app.compaction import Compactor
+from term2.app.metering import Meter
 from term2.app.results import bounded_result
 from term2.app.transcript import Transcript
 from term2.domain.context_budget import ContextBudget
@@ -101,16 +102,18 @@ async def run_loop(
     compactor: Compactor | None = None,
     backoff: Backoff = Backoff(),
     window: int | None = None,
+    meter: Meter | None = None,
 ) -> StopReason:
     """Run the turn to its stop reason; ``window`` (tokens), when known, is reported with each usage update."""
     compactor = compactor or Compactor(llm, ContextBudget(window), ctx)
+    meter = meter or Meter()
     requests = 0
     while True:
         requests += 1
         await compactor.before_request(transcript)
-        response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor)
+        response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
         if window is not None:
-            await ctx.emit(UsageChanged(transcript.occupancy(), window))
+            await ctx.emit(UsageChanged(transcript.occupancy(), window, meter.session_cost))
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
             return stop
@@ -160,6 +163,7 @@ async def _respond(
     policy: RetryPolicy,
     backoff: Backoff,
     compactor: Compactor,
+    meter: Meter,
 ) -> _Response:
     """One model response, its request sent again while it fails transiently before any content.
 
@@ -174,7 +178,7 @@ async def _respond(
     while True:
         response = _Response()
         try:
-            await _stream_response(transcript, llm, ctx, response)
+            await _stream_response(transcript, llm, ctx, response, meter)
             return response
         except ContextWindowExceeded:
             if response.started:
@@ -199,7 +203,9 @@ async def _respond(
         waited += wait
 
 
-async def _stream_response(transcript: Transcript, llm: LLMProvider, ctx: ToolContext, response: _Response) -> None:
+async def _stream_response(
+    transcript: Transcript, llm: LLMProvider, ctx: ToolContext, response: _Response, meter: Meter
+) -> None:
     """Stream one response into ``response``; what arrived is recorded, even when it failed or was cancelled."""
     stream = llm.stream(transcript.request())
     try:
@@ -218,6 +224,7 @@ async def _stream_response(transcript: Transcript, llm: LLMProvider, ctx: ToolCo
                 response.reasoning.append(event.block)
             elif isinstance(event, Usage):
                 response.tokens = event.input_tokens + event.output_tokens
+                meter.add(event)
             elif isinstance(event, Finished):
                 response.finish = event.reason
     finally:

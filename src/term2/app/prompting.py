@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import structlog
@@ -18,6 +18,7 @@ from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
 from term2.app.compaction import Compactor
 from term2.app.conversation import model_transcript, system_prompt
+from term2.app.metering import Meter
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.transcript import Transcript
 from term2.domain.content import ContentBlock, render_for_model
@@ -27,13 +28,14 @@ from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
+from term2.domain.usage import Prices
 from term2.ports.approval import Approver
 from term2.ports.llm import LLMError, LLMProvider
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox, ToolContext
-from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, UpdateSink, UserMessageSent
+from term2.ports.updates import MessageChunk, SessionEvent, Spent, StateChanged, UpdateSink, UserMessageSent
 
 log = structlog.get_logger("term2.prompt")
 
@@ -50,6 +52,7 @@ def cache_key(session_id: str) -> str:
 class TurnOutcome:
     stop_reason: StopReason
     error: str | None = None
+    spent: Spent | None = None
 
 
 class PromptService:
@@ -63,6 +66,7 @@ class PromptService:
         limits: TurnLimits,
         budget_factory: Callable[[], ContextBudget] = lambda: ContextBudget(None),
         outputs: OutputArchive | None = None,
+        prices_factory: Callable[[], Prices | None] = lambda: None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -72,6 +76,7 @@ class PromptService:
         self._limits = limits
         self._budget_factory = budget_factory  # per turn, like the provider: the model may be configured late
         self._outputs = outputs
+        self._prices_factory = prices_factory
 
     def admit(self, session_id: str) -> OpenSession:
         """Claim the session's one foreground slot, before any preparation starts."""
@@ -103,9 +108,10 @@ class PromptService:
             await self._store.append(session_id, entry)
 
         outcome = TurnOutcome(StopReason.CANCELLED)
+        meter = Meter()
         try:
             with scope:
-                outcome = await self._turn(opened, prompt, emit, record, approver)
+                outcome = await self._turn(opened, prompt, emit, record, approver, meter)
         except LLMError as exc:
             log.warning("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
@@ -119,6 +125,7 @@ class PromptService:
             with anyio.CancelScope(shield=True):
                 if outcome.error is not None:
                     await self._report_failure(outcome.error, emit, record)
+                outcome = replace(outcome, spent=await self._record_spending(meter, record))
                 await self._settle(opened, outcome, emit)
         return outcome
 
@@ -129,9 +136,11 @@ class PromptService:
         emit: Emit,
         record: Record,
         approver: Approver,
+        meter: Meter,
     ) -> TurnOutcome:
         session = opened.session
         entries = [entry async for entry in self._store.history(session.session_id)]
+        meter.start(entries, self._prices_factory())
         user = UserMessage(new_id("user"), prompt)
         await emit(UserMessageSent(user.message_id, prompt))
         await record(user)
@@ -150,9 +159,19 @@ class PromptService:
         )
         compactor = Compactor(llm, budget, ctx)
         stop = await run_loop(
-            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, window=budget.window
+            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, window=budget.window, meter=meter
         )
         return TurnOutcome(stop)
+
+    async def _record_spending(self, meter: Meter, record: Record) -> Spent:
+        """Keep the turn's usage in the history (the next turn's totals start from it)."""
+        entry = meter.record(new_id("turn"))
+        if entry is not None:
+            try:
+                await record(entry)
+            except Exception:
+                log.exception("could not record the turn's usage")
+        return meter.spent()
 
     async def _report_failure(self, error: str, emit: Emit, record: Record) -> None:
         message = AgentMessage(new_id("msg"), f"term2 could not finish this turn: {error}")
@@ -171,7 +190,7 @@ class PromptService:
         except Exception:
             log.exception("could not save settled session")
         try:
-            await emit(StateChanged("idle", outcome.stop_reason))
+            await emit(StateChanged("idle", outcome.stop_reason, outcome.spent))
         except Exception:
             log.exception("could not send the idle update")
         finally:

@@ -23,6 +23,7 @@ from term2.domain.history import (
 )
 from term2.domain.transcript import ContextCompaction, ModelMessage
 from term2.domain.truncation import keep_head
+from term2.domain.usage import TurnUsage
 from term2.ports.updates import PlanChanged, SessionEvent, ToolCallChanged, UserMessageSent, WholeMessage
 
 REPLAY_OUTPUT_LIMIT = 32 * 1024
@@ -55,7 +56,7 @@ def replay_event(entry: HistoryEntry) -> SessionEvent | None:
         return ToolCallChanged(replace(entry, content=tuple(_trim(c) for c in entry.content)), first=True)
     if isinstance(entry, Plan):
         return PlanChanged(entry)
-    if isinstance(entry, (ModelMessage, ContextCompaction)):
+    if isinstance(entry, (ModelMessage, ContextCompaction, TurnUsage)):
         return None
     raise TypeError(f"unknown history entry {entry!r}")
 

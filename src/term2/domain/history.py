@@ -13,6 +13,7 @@ from typing import Literal
 
 from term2.domain.content import ContentBlock
 from term2.domain.transcript import ContextCompaction, ModelMessage
+from term2.domain.usage import TurnUsage
 
 
 class ToolKind(StrEnum):
@@ -123,8 +124,10 @@ class Plan:
     entry: Literal["plan"] = "plan"
 
 
-# ModelMessage and ContextCompaction are what the model is shown; a client is never sent them.
-HistoryEntry = UserMessage | AgentMessage | AgentThought | ToolCall | Plan | ModelMessage | ContextCompaction
+# ModelMessage and ContextCompaction are what the model is shown, TurnUsage what it cost; never replayed.
+HistoryEntry = (
+    UserMessage | AgentMessage | AgentThought | ToolCall | Plan | ModelMessage | ContextCompaction | TurnUsage
+)
 
 
 def entry_key(entry: HistoryEntry) -> str:
@@ -137,6 +140,8 @@ def entry_key(entry: HistoryEntry) -> str:
         return f"model:{entry.message_id}"
     if isinstance(entry, ContextCompaction):
         return f"compaction:{entry.compaction_id}"
+    if isinstance(entry, TurnUsage):
+        return f"usage:{entry.turn_id}"
     return f"msg:{entry.message_id}"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from term2.domain.usage import Prices
+
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
@@ -13,6 +15,7 @@ class ModelInfo:
     context_window: int | None = None
     supports_reasoning: bool = False
     supports_tools: bool = False
+    prices: Prices | None = None  # per token, USD; None when the catalog lists none
 
 
 @dataclass(frozen=True, slots=True)

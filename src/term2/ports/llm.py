@@ -15,6 +15,7 @@ from typing import Protocol
 from term2.domain.retry import is_transient
 from term2.domain.transcript import ChatMessage, ReasoningBlock, ToolCallRequest
 from term2.domain.turn import FinishReason
+from term2.domain.usage import Prices
 
 __all__ = [
     "AuthenticationFailed",
@@ -126,6 +127,7 @@ class ProviderSettings:
     supports_reasoning: bool = False
     provider: str | None = None  # the catalog's provider name ("openai", "anthropic", "groq", …)
     wire: str = "litellm"  # which adapter serves it: "openai", "anthropic" or "litellm"
+    prices: Prices | None = None  # the catalog's, per token (USD): what usage updates are costed at
 
 
 class LLMError(Exception):

@@ -12,6 +12,17 @@ from typing import Literal, Protocol
 from term2.domain.content import ContentBlock
 from term2.domain.history import Plan, ToolCall
 from term2.domain.turn import StopReason
+from term2.domain.usage import TokenUsage
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """This turn's and the session's token totals and costs (USD; None without prices)."""
+
+    turn: TokenUsage
+    session: TokenUsage
+    turn_cost: float | None
+    session_cost: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +69,7 @@ class PlanChanged:
 class UsageChanged:
     used: int
     size: int
+    cost: float | None = None  # the session's cumulative cost, USD, when the model's prices are known
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,7 @@ class CompactionChunk:
 class StateChanged:
     state: Literal["running", "requires_action", "idle"]
     stop_reason: StopReason | None = None
+    spent: Spent | None = None  # with idle: what the turn and the session spent
 
 
 SessionEvent = (

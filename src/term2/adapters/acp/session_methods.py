@@ -15,7 +15,7 @@ from term2.adapters.acp.approval_bridge import AcpApprover
 from term2.adapters.acp.connection import AfterReply, Handler, JsonRpcConnection
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_common import STOP_REASONS
+from term2.adapters.acp.wire_common import STOP_REASONS, spent_meta, turn_usage
 from term2.app.prompting import PromptService
 from term2.app.replay import replay
 from term2.app.sessions import SessionService
@@ -149,7 +149,11 @@ class SessionMethods:
         outcome = await run()
         if outcome.stop_reason is StopReason.ERROR:
             raise RpcError(INTERNAL_ERROR, f"The turn failed: {outcome.error}")
-        return {"stopReason": STOP_REASONS[outcome.stop_reason]}
+        response: v1.PromptResponse = {"stopReason": STOP_REASONS[outcome.stop_reason]}
+        if outcome.spent is not None:
+            response["usage"] = turn_usage(outcome.spent)
+            response["_meta"] = spent_meta(outcome.spent)
+        return response
 
     async def cancel(self, params: Any) -> None:
         if isinstance(params, dict) and isinstance(params.get("sessionId"), str):

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from term2.domain.history import Location, ToolCall, ToolKind
 from term2.domain.turn import StopReason
+from term2.domain.usage import CURRENCY, TokenUsage
+from term2.ports.updates import Spent
 
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1
@@ -53,3 +55,41 @@ def locations(locs: tuple[Location, ...]) -> list[v1.ToolCallLocation]:
             item["line"] = loc.line
         out.append(item)
     return out
+
+
+def turn_usage(spent: Spent) -> v1.Usage:
+    """The turn's tokens in the schema's `Usage` (the v1 prompt response, the v2 idle update)."""
+    turn = spent.turn
+    return {
+        "totalTokens": turn.input + turn.output,
+        "inputTokens": turn.input,
+        "outputTokens": turn.output,
+        "thoughtTokens": turn.reasoning,
+        "cachedReadTokens": turn.cached,
+        "cachedWriteTokens": turn.cache_write,
+    }
+
+
+def spent_meta(spent: Spent) -> dict[str, Any]:
+    """What the schema has no field for: costs and the session's totals, under term2's own `_meta` key."""
+
+    def tokens(usage: TokenUsage) -> dict[str, int]:
+        return {
+            "inputTokens": usage.input,
+            "outputTokens": usage.output,
+            "cachedReadTokens": usage.cached,
+            "cachedWriteTokens": usage.cache_write,
+            "thoughtTokens": usage.reasoning,
+        }
+
+    return {
+        "term2": {
+            "turn": {**tokens(spent.turn), "cost": spent.turn_cost},
+            "session": {**tokens(spent.session), "cost": spent.session_cost},
+            "currency": CURRENCY,
+        }
+    }
+
+
+def cost_of(amount: float | None) -> v1.Cost | None:
+    return None if amount is None else {"amount": round(amount, 6), "currency": CURRENCY}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from term2.adapters.acp.wire_common import TOOL_KINDS, locations, parent_meta
+from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta
 from term2.domain.content import ContentBlock, TextBlock
 from term2.domain.history import (
     DiffOutput,
@@ -139,7 +139,15 @@ class V1Renderer:
             ]
             return [{"sessionUpdate": "plan", "entries": entries}]
         if isinstance(event, UsageChanged):
-            return [{"sessionUpdate": "usage_update", "used": event.used, "size": event.size}]
+            usage: v1.SessionUpdateUsageUpdate = {
+                "sessionUpdate": "usage_update",
+                "used": event.used,
+                "size": event.size,
+            }
+            cost = cost_of(event.cost)
+            if cost is not None:
+                usage["cost"] = cost
+            return [usage]
         if isinstance(event, CompactionChanged):
             if self._compaction:
                 return [_compaction_update(event)]

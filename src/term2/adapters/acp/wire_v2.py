@@ -8,7 +8,15 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, cast
 
-from term2.adapters.acp.wire_common import STOP_REASONS, TOOL_KINDS, locations, parent_meta
+from term2.adapters.acp.wire_common import (
+    STOP_REASONS,
+    TOOL_KINDS,
+    cost_of,
+    locations,
+    parent_meta,
+    spent_meta,
+    turn_usage,
+)
 from term2.domain.content import ContentBlock, TextBlock
 from term2.domain.diff import git_patch
 from term2.domain.history import (
@@ -124,6 +132,9 @@ def _state(event: StateChanged) -> v2.SessionUpdate:
     idle: v2.SessionUpdateStateUpdateIdle = {"sessionUpdate": "state_update", "state": "idle"}
     if event.stop_reason is not None:
         idle["stopReason"] = _stop_reason(event.stop_reason)
+    if event.spent is not None:
+        idle["usage"] = turn_usage(event.spent)
+        idle["_meta"] = spent_meta(event.spent)
     return idle
 
 
@@ -161,7 +172,15 @@ class V2Renderer:
             plan: v2.PlanUpdateContent = {"type": "items", "planId": event.plan.plan_id, "entries": entries}
             return [{"sessionUpdate": "plan_update", "plan": plan}]
         if isinstance(event, UsageChanged):
-            return [{"sessionUpdate": "usage_update", "used": event.used, "size": event.size}]
+            usage: v2.SessionUpdateUsageUpdate = {
+                "sessionUpdate": "usage_update",
+                "used": event.used,
+                "size": event.size,
+            }
+            cost = cost_of(event.cost)
+            if cost is not None:
+                usage["cost"] = cost
+            return [usage]
         if isinstance(event, CompactionChanged):
             update: v2.SessionUpdateCompactionUpdate = {
                 "sessionUpdate": "compaction_update",

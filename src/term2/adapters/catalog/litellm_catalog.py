@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 
+from term2.domain.usage import Prices
 from term2.ports.catalog import DeclaredModel, ModelInfo
 
 CATALOG_FILE = "model_prices_and_context_window_backup.json"
@@ -64,9 +65,22 @@ def _bundled_models() -> tuple[ModelInfo, ...]:
                 context_window=_int(entry.get("max_input_tokens")) or _int(entry.get("max_tokens")),
                 supports_reasoning=bool(entry.get("supports_reasoning")),
                 supports_tools=bool(entry.get("supports_function_calling")),
+                prices=_prices(entry),
             )
         )
     return tuple(models)
+
+
+def _price(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _prices(entry: dict[str, object]) -> Prices | None:
+    given, taken = _price(entry.get("input_cost_per_token")), _price(entry.get("output_cost_per_token"))
+    if given is None or taken is None:
+        return None
+    read = _price(entry.get("cache_read_input_token_cost"))
+    return Prices(given, taken, read, _price(entry.get("cache_creation_input_token_cost")))
 
 
 @cache

@@ -68,7 +68,7 @@ def _container() -> Container:
 @cli.command()
 @click.argument("pattern", required=False)
 def models(pattern: str | None) -> None:
-    """List catalog models whose id contains PATTERN: id, provider, context window."""
+    """List catalog models whose id contains PATTERN: id, provider, context window, prices per million tokens."""
     container = _container()
     needle = (pattern or "").lower()
     rows = sorted(
@@ -79,9 +79,19 @@ def models(pattern: str | None) -> None:
         click.echo(f"no model matches {pattern!r}", err=True)
         sys.exit(1)
     width = max(len(m.model_id) for m in rows)
+    heading = f"{'model':<{width}}  {'provider':<24}  {'window':>8}"
+    click.echo(f"{heading}  {'$/M in':>8}  {'$/M out':>8}  {'$/M cached':>10}")
     for m in rows:
         window = str(m.context_window) if m.context_window else "-"
-        click.echo(f"{m.model_id:<{width}}  {m.provider:<24}  {window}")
+        prices = m.prices
+        given = _per_million(prices.input if prices else None)
+        taken = _per_million(prices.output if prices else None)
+        cached = _per_million(prices.cache_read if prices else None)
+        click.echo(f"{m.model_id:<{width}}  {m.provider:<24}  {window:>8}  {given:>8}  {taken:>8}  {cached:>10}")
+
+
+def _per_million(price: float | None) -> str:
+    return "-" if price is None else f"{price * 1e6:.2f}"
 
 
 @cli.command()

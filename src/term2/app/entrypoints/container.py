@@ -8,9 +8,11 @@ Every adapter is chosen here from configuration; tests swap any of them with
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import structlog
 from dependency_injector import containers, providers
 
 from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
@@ -28,6 +30,7 @@ from term2.app.tools.toolbox import WorkspaceToolbox
 from term2.domain.context_budget import ContextBudget
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
+from term2.domain.usage import Prices
 from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import LLMProvider, ProviderSettings
 from term2.ports.outputs import OutputArchive
@@ -45,10 +48,13 @@ def _llm(chosen: ProviderSettings) -> LLMProvider:
     return LiteLLMProvider(chosen)
 
 
-def _budget(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ContextBudget:
+def _budget(chosen: ProviderSettings, settings: Settings) -> ContextBudget:
     """The model's window (catalog or config.toml) and the configured threshold; read per turn."""
-    window = provider_settings(settings, env, catalog).context_window
-    return ContextBudget(window, threshold=settings.compaction_threshold)
+    return ContextBudget(chosen.context_window, threshold=settings.compaction_threshold)
+
+
+def _prices(chosen: ProviderSettings) -> Prices | None:
+    return chosen.prices
 
 
 def _limits(settings: Settings) -> TurnLimits:
@@ -85,7 +91,8 @@ class Container(containers.DeclarativeContainer):
     sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
     limits = providers.Callable(_limits, settings)
-    budget: providers.Provider[ContextBudget] = providers.Factory(_budget, settings, env, catalog)
+    budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)
+    prices: providers.Provider[Prices | None] = providers.Factory(_prices, llm_settings)
     outputs: providers.Provider[OutputArchive] = providers.Singleton(
         OutputFiles, folder=providers.Callable(_outputs_path, settings, env)
     )
@@ -100,6 +107,7 @@ class Container(containers.DeclarativeContainer):
         limits=limits,
         budget_factory=budget.provider,
         outputs=outputs,
+        prices_factory=prices.provider,
     )
 
 
@@ -139,6 +147,8 @@ class Application:
         await preload()
 
     async def shutdown(self) -> None:
+        # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.
+        structlog.get_logger("term2").debug("shutting down", litellm_loaded="litellm" in sys.modules)
         try:
             await self.container.llm().aclose()
         except Exception:  # no model configured, or a provider that failed to close: nothing to keep
