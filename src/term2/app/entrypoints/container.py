@@ -7,11 +7,13 @@ Every adapter is chosen here from configuration; tests swap any of them with
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import anyio.to_thread
 import structlog
 from dependency_injector import containers, providers
 
@@ -141,6 +143,8 @@ class Application:
         except Exception:  # no usable model yet: the first prompt reports it
             return
         if wire != "litellm":
+            # httpx loads its connection layer (httpcore) on the first request: load it now, off the turn.
+            await anyio.to_thread.run_sync(importlib.import_module, "httpcore")
             return
         from term2.adapters.llm.litellm_runtime import preload
 

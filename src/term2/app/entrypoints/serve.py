@@ -8,6 +8,7 @@ session exists, so an idle editor connection stays small.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -92,20 +93,31 @@ class _Startup:
 
 
 def _import_dependency_injector() -> None:
-    """Import dependency-injector without its optional pydantic-settings integration.
+    """Import the libraries the application needs without the optional parts it never uses.
 
-    dependency-injector imports pydantic-settings (installed for litellm) at
-    import time to support `providers.Configuration.from_pydantic`, which term2
-    does not use; that costs about half a second before the first session can
-    be created. Hiding it makes the library fall back to plain pydantic.
+    dependency-injector imports pydantic-settings (installed for litellm) and
+    PyYAML at import time, for `providers.Configuration` loaders term2 does not
+    use: about half a second before the first session can be created. httpx
+    imports its command-line client (click, rich, pygments: ~0.15 s and ~10 MB)
+    only to offer `httpx.main`. Each library falls back cleanly when the
+    optional module is missing, so they are hidden while it is imported.
     """
-    if "dependency_injector.providers" in sys.modules or "pydantic_settings" in sys.modules:
+    _import_without("dependency_injector.providers", ("pydantic_settings", "yaml"))
+    _import_without("dependency_injector.containers", ("pydantic_settings", "yaml"))
+    _import_without("httpx", ("click", "rich", "pygments"))
+
+
+def _import_without(module: str, optional: tuple[str, ...]) -> None:
+    if module in sys.modules:
         return
-    sys.modules["pydantic_settings"] = None  # type: ignore[assignment]
+    hidden = [name for name in optional if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
-        import dependency_injector.providers  # noqa: F401
+        importlib.import_module(module)
     finally:
-        del sys.modules["pydantic_settings"]
+        for name in hidden:
+            del sys.modules[name]
 
 
 async def _serve(
