@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, allow_kind, is_update, updates
+from tests.support.acp_process import AcpProcess, allow_kind, bare, is_update, updates
 
 Message = dict[str, Any]
 Predicate = Callable[[Message], bool]
@@ -253,7 +253,7 @@ def test_v2_exact_order_one_message_id_and_thoughts(v2: Rig) -> None:
     assert len({c["messageId"] for c in chunks}) == 1
     assert chunks[0]["messageId"] != user["messageId"]
     assert text_of(chunks) == "Hello there, human friend."
-    assert messages[-1]["params"]["update"] == {
+    assert bare(messages[-1]["params"]["update"]) == {
         "sessionUpdate": "state_update",
         "state": "idle",
         "stopReason": "end_turn",
@@ -367,7 +367,7 @@ def test_v2_cancel_during_streaming_then_prompt_again_and_replay(v2: Rig) -> Non
     early = client.collect_until(is_update(sid, "agent_message_chunk"))
     client.notify("session/cancel", {"sessionId": sid})
     tail = client.collect_until(is_idle(sid), timeout=10)
-    assert idle_update(tail) == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert bare(idle_update(tail)) == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
     assert_disconnected(v2.llm, 0)
     turn = of_session(early + tail, sid, request_id)
     assert flow(turn) == ["running", "ack", "user_message", "agent_message_chunk", "idle:cancelled"]
@@ -542,12 +542,12 @@ def test_v1_exact_order_and_no_state_updates(v1: Rig) -> None:
     messages = run_v1(v1.client, sid, "count")
     tags = [tag for tag in kinds(messages) if tag != "usage_update"]
     assert tags == ["agent_thought_chunk"] + ["agent_message_chunk"] * 3 + ["ack"], tags
-    assert messages[-1]["result"] == {"stopReason": "end_turn"}
+    assert bare(messages[-1]["result"]) == {"stopReason": "end_turn"}
     assert text_of(updates(messages, "agent_message_chunk")) == "one two three"
     assert text_of(updates(messages, "agent_thought_chunk")) == "hmm"
 
     v1.llm.push({"text": "cut", "finish": "length"})
-    assert run_v1(v1.client, sid, "more")[-1]["result"] == {"stopReason": "max_tokens"}
+    assert bare(run_v1(v1.client, sid, "more")[-1]["result"]) == {"stopReason": "max_tokens"}
     state_updates = [
         m
         for who, m in v1.client.transcript
@@ -568,7 +568,11 @@ def test_v1_cancel_during_streaming_and_slow_model_then_prompt_again_and_load(v1
     assert busy["error"]["code"] == -32000
     client.notify("session/cancel", {"sessionId": sid})
     rest = client.collect_until(is_response(request_id), timeout=10)
-    assert rest[-1] == {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "cancelled"}}
+    assert {**rest[-1], "result": bare(rest[-1]["result"])} == {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"stopReason": "cancelled"},
+    }
     assert_disconnected(v1.llm, 0)
     partial = text_of(updates(of_session(early + client.log + rest, sid), "agent_message_chunk"))
     assert partial and slow_stream()["text"].startswith(partial)
@@ -578,14 +582,17 @@ def test_v1_cancel_during_streaming_and_slow_model_then_prompt_again_and_load(v1
     assert v1.llm.wait_for_request(2, timeout=30)
     client.notify("session/cancel", {"sessionId": sid})
     rest = client.collect_until(is_response(request_id), timeout=10)
-    assert of_session(rest, sid, request_id) == [
-        {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "cancelled"}}
-    ]
+    [answer] = of_session(rest, sid, request_id)
+    assert {**answer, "result": bare(answer["result"])} == {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"stopReason": "cancelled"},
+    }
     assert_disconnected(v1.llm, 1)
 
     v1.llm.push({"text": "working again"})
     messages = run_v1(v1.client, sid, "hello?")
-    assert messages[-1]["result"] == {"stopReason": "end_turn"}
+    assert bare(messages[-1]["result"]) == {"stopReason": "end_turn"}
     assert text_of(updates(messages, "agent_message_chunk")) == "working again"
 
     loaded = client.call("session/load", {"sessionId": sid, "cwd": str(v1.workspace), "mcpServers": []})
@@ -620,7 +627,7 @@ def test_v1_cancel_request_on_a_prompt_in_flight(v1: Rig) -> None:
 
     v1.llm.push({"text": "still here"})
     messages = run_v1(v1.client, sid, "next")
-    assert messages[-1]["result"] == {"stopReason": "end_turn"}
+    assert bare(messages[-1]["result"]) == {"stopReason": "end_turn"}
     assert text_of(updates(messages, "agent_message_chunk")) == "still here"
 
 
@@ -663,7 +670,7 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
             if version == 2:
                 _, messages = run_v2(client, sid, "hi", timeout=timeout)
                 assert flow(messages)[:3] == ["running", "ack", "user_message"]
-                assert messages[-1]["params"]["update"] == {
+                assert bare(messages[-1]["params"]["update"]) == {
                     "sessionUpdate": "state_update",
                     "state": "idle",
                     "stopReason": "_term2_error",
@@ -693,7 +700,7 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
             if version == 2:
                 assert idle_update(ended)["stopReason"] == "cancelled"
             else:
-                assert ended[-1]["result"] == {"stopReason": "cancelled"}
+                assert bare(ended[-1]["result"]) == {"stopReason": "cancelled"}
 
         # Nothing listens on the provider's port yet: connection refused.
         fails(("cannot reach", str(port)), timeout=FIRST_TURN_TIMEOUT)
@@ -713,7 +720,7 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
             assert idle_update(messages)["stopReason"] == "end_turn"
         else:
             messages = run_v1(client, sid, "again")
-            assert messages[-1]["result"] == {"stopReason": "end_turn"}
+            assert bare(messages[-1]["result"]) == {"stopReason": "end_turn"}
         assert text_of(updates(messages, "agent_message_chunk")) == "recovered"
         assert client.close() == 0, client.stderr()[-3000:]
         client.validate_schemas()

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import start_fake_llm
-from tests.support.acp_process import AcpProcess, updates
+from tests.support.acp_process import AcpProcess, bare, updates
 
 Message = dict[str, Any]
 
@@ -113,7 +113,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
                 {"text": "The notes are written."},
             )
             _, live = writer.prompt_v2(write_sid, WRITE_PROMPT, timeout=TURN_TIMEOUT)
-            assert _session_updates(live, write_sid)[-1] == {
+            assert bare(_session_updates(live, write_sid)[-1]) == {
                 "sessionUpdate": "state_update",
                 "state": "idle",
                 "stopReason": "end_turn",
@@ -267,7 +267,8 @@ def test_close_cancels_active_work_and_the_session_comes_back(acp, recorded: Rec
     seen = recorded.close_messages
     assert seen[-1] == {"jsonrpc": "2.0", "id": recorded.close_request_id, "result": {}}
     states = [u for u in _session_updates(seen, sid) if u["sessionUpdate"] == "state_update"]
-    assert states == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}], seen
+    cancelled = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert [bare(s) for s in states] == [cancelled], seen
     assert recorded.stalled_llm_status == "disconnected", "closing did not abort the model stream"
 
     client = acp(home=recorded.home)

@@ -55,15 +55,7 @@ def paced_echo(server: FakeLLMServer, chunk_delay: float) -> None:
     deterministic no matter in which order the 50 requests reach the server
     (a pushed queue would hand replies out in arrival order instead).
     """
-    local = threading.local()
-    record = server.state.record
-
-    def recording(path: str, protocol: str, body: Any, headers: dict[str, str]) -> Any:
-        local.body = body
-        return record(path, protocol, body, headers)
-
-    server.state.record = recording  # type: ignore[method-assign]
-    server.state.next_reply = lambda: {**default_reply(local.body), "chunk_delay": chunk_delay}  # type: ignore[method-assign]
+    server.responder = lambda request: {**default_reply(request.body), "chunk_delay": chunk_delay}
 
 
 def make_workspace(base: Path) -> Path:

@@ -258,3 +258,11 @@ def _is_idle(message: Message, session_id: str) -> bool:
 def updates(messages: list[Message], kind: str | None = None) -> list[Message]:
     out = [m["params"]["update"] for m in messages if m.get("method") == "session/update"]
     return [u for u in out if kind is None or u["sessionUpdate"] == kind]
+
+
+def bare(payload: Message) -> Message:
+    """A prompt result or idle update without what a turn spent (`usage`, `_meta`): for exact comparisons.
+
+    What is spent is checked where it is the subject (tests/e2e/test_native_wires_e2e.py).
+    """
+    return {key: value for key, value in payload.items() if key not in ("usage", "_meta")}
