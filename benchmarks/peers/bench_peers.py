@@ -3,16 +3,23 @@
 Usage (from the repo root, peers installed with benchmarks/peers/install_peers.sh):
 
     uv run python benchmarks/peers/bench_peers.py [--runs 10] [--out FILE]
-        [--preset term2,codex,claude,gemini] [--peers-prefix /tmp/term2-peers]
+        [--preset term2,term2-litellm,codex,claude,gemini] [--peers-prefix /tmp/term2-peers]
         [--agent 'NAME=COMMAND ARGS'] [--env 'NAME:KEY=VALUE'] [--authenticate 'NAME:METHOD_ID']
         [--exit-cap 5] [--step-timeout 30] [--prompt-timeout 60] [--give-up-after 2] [--verbose]
+        [--dump-requests FILE] [--keep]
 
 This is an optional extra, not part of the pytest suite. Every agent is spoken to
 in ACP v1 (`protocolVersion: 1`, `clientCapabilities.fs` read/write false,
 `terminal: false`, `mcpServers: []`) and every agent talks to the SAME in-process
-fake model (tests/fakes/llm_server.py: OpenAI `/v1/chat/completions` and
-Anthropic `/v1/messages`, streaming; with an empty queue it answers
-"echo: <last user text>" with no artificial delay).
+fake model (tests/fakes/llm_server.py: OpenAI `/v1/chat/completions`, OpenAI
+Responses `/v1/responses`, Anthropic `/v1/messages` and Gemini
+`/v1beta/models/{m}:streamGenerateContent` / `:generateContent` / `:countTokens`,
+streaming; it refuses with the provider's real 400 what the provider would refuse;
+with an empty queue it answers "echo: <last user text>" with no artificial delay).
+
+`term2` is served by the native OpenAI adapter (httpx, no litellm import);
+`term2-litellm` is the same process with `[providers.openai] wire = "litellm"` in
+its own $XDG_CONFIG_HOME/term2/config.toml (the pre-issue-13 path).
 
 Agents run interleaved: one warm-up run per agent (not counted), then run i spawns
 every agent once, the order rotated by one each round, so machine load falls on
@@ -36,6 +43,9 @@ runs in-process, so its request arrival stamps share that clock):
              model's first byte, which is sent as soon as the request is parsed (no
              delay is scripted; < 1 ms on an idle machine).
   prompt->first chunk  the sum of the two above, end to end.
+  spawn->first chunk  spawn (just before Popen) -> that first chunk of the first prompt,
+             which is sent as soon as `session/new` answered: the whole cold path
+             (init + authenticate + new + prompt->first chunk, plus the client's gaps).
   rss peak   the same tree sample, over the whole run (through the prompt turns).
   2nd prompt the same three prompt figures for a second prompt in the same session
              (--prompts 2, the default): the agent is warm (lazy imports done).
@@ -79,7 +89,7 @@ from tests.fakes.llm_server import FakeLLMServer, start_fake_llm  # noqa: E402
 Message = dict[str, Any]
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 PROMPT_TEXT = "bench ping"
-MODEL_PROTOCOLS = {"openai", "anthropic"}
+MODEL_PROTOCOLS = {"openai", "anthropic", "responses", "gemini"}  # the fake's model routes
 
 # Placeholders usable in commands and env values: {python} {repo} {peers} {base_url} {home}
 PRESETS: dict[str, dict[str, Any]] = {
@@ -90,11 +100,23 @@ PRESETS: dict[str, dict[str, Any]] = {
             "OPENAI_API_KEY": "sk-test",
             "OPENAI_BASE_URL": "{base_url}/v1",
             "TERM2_HOME": "{home}/term2-home",
+            "XDG_CONFIG_HOME": "{home}/.config",  # no config file: the default (native) wire
         },
+    },
+    "term2-litellm": {
+        "argv": ["{python}", "-m", "term2", "acp"],
+        "env": {
+            "TERM2_MODEL": "openai/fake-model",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": "{base_url}/v1",
+            "TERM2_HOME": "{home}/term2-home",
+            "XDG_CONFIG_HOME": "{home}/.config",
+        },
+        "files": {".config/term2/config.toml": '[providers.openai]\nwire = "litellm"\n'},
     },
     "codex": {
         # A custom provider (no login needed). codex 0.16 only speaks the OpenAI Responses
-        # API (`wire_api = "chat"` is rejected at startup), which the fake does not serve.
+        # API (`wire_api = "chat"` is rejected at startup); the fake serves /v1/responses.
         "argv": [
             "{peers}/node_modules/.bin/codex-acp",
             "-c",
@@ -132,7 +154,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "argv": ["{peers}/node_modules/.bin/gemini", "--acp"],
         "env": {
             "GEMINI_API_KEY": "fake-gemini-key",
-            # honoured by @google/genai; the fake does not speak the Gemini API (404s).
+            # honoured by @google/genai; the fake serves the Gemini routes.
             "GOOGLE_GEMINI_BASE_URL": "{base_url}",
         },
         "authenticate": "gemini-api-key",
@@ -157,6 +179,7 @@ METRICS = [
     ("to_request", "`session/prompt` → first request arrives at the fake, any route (ms)"),
     ("overhead", "first chunk: agent overhead after model request arrival (ms)"),
     ("to_chunk", "`session/prompt` → first `agent_message_chunk` (ms)"),
+    ("spawn_to_chunk", "spawn → first reply chunk, prompt sent right after `session/new` (ms)"),
     ("model_requests", "model requests per prompt turn"),
     ("to_request_warm", "2nd prompt, same session: `session/prompt` → first request at the fake (ms)"),
     ("overhead_warm", "2nd prompt: agent overhead after model request arrival (ms)"),
@@ -185,6 +208,72 @@ class StepFailed(Exception):
     def __init__(self, step: str, reason: str) -> None:
         super().__init__(f"{step}: {reason}")
         self.step, self.reason = step, reason
+
+
+# --------------------------------------------------------------------------- structured-output side requests
+
+
+def _schema_value(schema: Any, depth: int = 0) -> Any:
+    """A minimal value valid against a JSON schema (OpenAPI-style upper-case types too)."""
+    if not isinstance(schema, dict) or depth > 8:
+        return "bench"
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return _schema_value(schema[key][0], depth + 1)
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if str(k).lower() != "null"), "string")
+    kind = str(kind).lower()
+    if kind == "object":
+        props = schema.get("properties") or {}
+        names = schema.get("required") or list(props)
+        return {name: _schema_value(props.get(name), depth + 1) for name in names}
+    if kind == "array":
+        return [_schema_value(schema.get("items"), depth + 1)] if schema.get("minItems") else []
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1))
+    if kind == "boolean":
+        return False
+    return "bench"
+
+
+def _json_schema_of(protocol: str, body: Any) -> Any:
+    """The schema a request asks its answer to follow (structured output), or None for free text."""
+    if not isinstance(body, dict):
+        return None
+    if protocol == "gemini":
+        config = body.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json":
+            return config.get("responseJsonSchema") or config.get("responseSchema") or {}
+    elif protocol == "anthropic":
+        fmt = (body.get("output_config") or {}).get("format") or {}
+        if fmt.get("type") == "json_schema":
+            return fmt.get("schema") or {}
+    elif protocol == "openai":
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") in ("json_schema", "json_object"):
+            return (fmt.get("json_schema") or {}).get("schema") or {}
+    elif protocol == "responses":
+        fmt = (body.get("text") or {}).get("format") or {}
+        if fmt.get("type") in ("json_schema", "json_object"):
+            return fmt.get("schema") or {}
+    return None
+
+
+def structured_output_responder(request: Any) -> dict[str, Any] | None:
+    """Answer a structured-output request (a side request: gemini's model router, claude's
+    session title) with JSON valid against its schema; everything else gets the fake's echo.
+
+    Without it gemini-cli's classifier gets "echo: ..." where it expects JSON and retries
+    with back-off (5, 8, 16, 30 s, ...) before the turn's real request is ever sent."""
+    schema = _json_schema_of(request.protocol, request.body)
+    if schema is None:
+        return None
+    return {"text": json.dumps(_schema_value(schema)), "chunks": 1}
 
 
 # --------------------------------------------------------------------------- process tree RSS
@@ -497,14 +586,12 @@ def prompt_step(
     suffix: str,
 ) -> None:
     before = len(server.requests)
-    first: dict[str, Any] = {}
-    text: list[str] = []
+    chunks: list[tuple[float, str]] = []
 
     def watch(stamp: float, message: Message) -> None:
         chunk = _chunk_text(message)
         if chunk is not None:
-            text.append(chunk)
-            first.setdefault("at", stamp)
+            chunks.append((stamp, chunk))
 
     rid, sent = client.request(
         "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT_TEXT}]}
@@ -521,12 +608,28 @@ def prompt_step(
         result["to_request" + suffix] = (turn[0].started_at - sent) * 1000
     result["model_requests" + suffix] = len(model_reqs)
     other = sorted({f"{r.path} ({r.protocol})" for r in turn if r.protocol not in MODEL_PROTOCOLS})
-    if other:
+    rejected = sorted({f"{r.path}: {r.rejection}" for r in model_reqs if r.rejection})
+    for note in (["requests on routes the fake does not serve (404): " + ", ".join(other)] if other else []) + [
+        "refused by the fake's provider rules (400): " + item for item in rejected
+    ]:
         agent.notes.setdefault("fake model", [])
-        note = "requests on routes the fake does not serve (404): " + ", ".join(other)
         if note not in agent.notes["fake model"]:
             agent.notes["fake model"].append(note)
-    if "at" not in first:
+    # The first chunk of the model's text: the agent's own notices sent before it (codex:
+    # "Model metadata for `fake-model` not found...") are not model output and do not count.
+    first: dict[str, Any] = {}
+    for i, (stamp, _) in enumerate(chunks):
+        if "".join(t for _, t in chunks[i:]).lstrip().startswith("echo"):
+            first["at"] = stamp
+            notices = "".join(t for _, t in chunks[:i]).strip()
+            if notices:
+                agent.notes.setdefault(step + ", before the model's text", [])
+                note = f"the agent's own agent_message_chunk (not counted): {notices[:140]!r}"
+                if note not in agent.notes[step + ", before the model's text"]:
+                    agent.notes[step + ", before the model's text"].append(note)
+            break
+    text = [t for _, t in chunks]
+    if "at" not in first and not chunks:
         if error is None:
             error = StepFailed(
                 step,
@@ -537,14 +640,16 @@ def prompt_step(
             error = StepFailed(step, error.reason + "; no request reached the fake's model routes")
         raise error
     joined = "".join(text)
-    source = [r for r in model_reqs if r.started_at <= first["at"]]
-    if not source or "echo" not in joined:
+    source = [r for r in model_reqs if r.started_at <= first["at"]] if "at" in first else []
+    if not source:
         raise StepFailed(
             step, f"first chunk did not come from the fake model (text {joined[:120]!r}); {client.stderr_tail()}"
         )
     arrival = source[-1].started_at
     result["overhead" + suffix] = (first["at"] - arrival) * 1000
     result["to_chunk" + suffix] = (first["at"] - sent) * 1000
+    if not suffix:
+        result["spawn_to_chunk"] = (first["at"] - client.spawned_at) * 1000
     _ok(agent, step)
     if error is not None:  # chunk seen, but the turn did not end cleanly
         agent.notes.setdefault(step, [])
@@ -596,6 +701,8 @@ def render(agents: list[Agent], args: argparse.Namespace, header: str) -> str:
         lines.append(f"- **{agent.name}**{version}: `{shlex.join(agent.display_argv)}`")  # type: ignore[attr-defined]
         if agent.env_display:  # type: ignore[attr-defined]
             lines.append(f"  - env: {agent.env_display}")  # type: ignore[attr-defined]
+        for rel, content in agent.files.items():
+            lines.append(f"  - file `$HOME/{rel}`: `{' '.join(content.split())}`")
         if not agent.notes:
             lines.append("  - every step measured in every run")
         for step, reasons in agent.notes.items():
@@ -673,7 +780,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument(
-        "--preset", default="term2,codex,claude,gemini", help="comma-separated built-in agents ('' for none)"
+        "--preset",
+        default="term2,term2-litellm,codex,claude,gemini",
+        help="comma-separated built-in agents ('' for none)",
     )
     parser.add_argument("--peers-prefix", default=os.environ.get("PEERS_PREFIX", "/tmp/term2-peers"))
     parser.add_argument(
@@ -704,12 +813,16 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch dir (stderr logs per run)")
     parser.add_argument("--out")
     parser.add_argument("--verbose", action="store_true", help="echo the ACP traffic on stderr")
+    parser.add_argument(
+        "--dump-requests", help="write every request the fake model recorded to FILE (JSON lines), for diagnosis"
+    )
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="term2-bench-peers-"))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     loads = [_load()]
     with start_fake_llm() as server:
+        server.responder = structured_output_responder
         agents = build_agents(args, server.base_url, scratch)
         if not args.no_warmup:
             for agent in agents:
@@ -727,6 +840,10 @@ def main() -> int:
                 }
                 print(f"run {i + 1}/{args.runs} {agent.name}: {brief}", file=sys.stderr)
             loads.append(_load())
+        if args.dump_requests:
+            with open(args.dump_requests, "w", encoding="utf-8") as dump:
+                for rec in list(server.requests):
+                    dump.write(json.dumps(rec.to_json(), default=str) + "\n")
     header = (
         f"{args.runs} interleaved runs per agent, started {started}; load average (1/5/15 min) "
         f"before: {loads[0]}, after: {loads[-1]}, highest 1-min seen between rounds: "
