@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from term2.ports.catalog import ModelInfo
+from term2.ports.catalog import ModelCatalog, ModelInfo
 
 CANDIDATES_SHOWN = 20
 
@@ -55,6 +55,31 @@ def resolve_model(
         f"model {pattern!r} is ambiguous ({len(matches)} matches); use an exact id or <provider>/<model>",
         tuple(matches[:CANDIDATES_SHOWN]),
     )
+
+
+def resolve_quickly(pattern: str, provider: str | None, catalog: ModelCatalog) -> ResolvedModel | None:
+    """The same answer as `resolve_model` for an exact id or `<provider>/<model>`, without parsing the catalog.
+
+    None when it cannot be sure (a pattern to search, a catalog it cannot read
+    entry by entry): the caller then resolves the slow way.
+    """
+    try:
+        if provider:
+            return None
+        info = catalog.lookup(pattern)
+        if info is not None:
+            return ResolvedModel(pattern, info.provider, info)
+        head, slash, rest = pattern.partition("/")
+        if not (slash and rest):
+            return None
+        listed = catalog.lookup(rest)
+    except LookupError:
+        return None
+    if listed is not None and _same_provider(listed.provider, head):
+        return ResolvedModel(pattern, head, listed)
+    if listed is None and catalog.routes(head):
+        return ResolvedModel(pattern, head, None)
+    return None
 
 
 def _qualified(name: str, models: tuple[ModelInfo, ...], providers: Collection[str]) -> ResolvedModel:

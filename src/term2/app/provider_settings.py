@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import cast
 
 from term2.app.config import Settings
-from term2.app.model_resolution import resolve_model
+from term2.app.model_resolution import resolve_model, resolve_quickly
 from term2.app.wires import Wire, route
 from term2.domain.errors import ModelNotConfigured
 from term2.ports.catalog import ModelCatalog
@@ -24,7 +24,9 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
             "no model configured: start term2 with --model <provider>/<model>, set TERM2_MODEL, "
             "or set `model` in the config file"
         )
-    resolved = resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
+    resolved = resolve_quickly(settings.model, settings.provider, catalog) or resolve_model(
+        settings.model, settings.provider, catalog.models(), catalog.providers()
+    )
     provider_config = settings.providers.get(resolved.provider)
     api_key = None
     if provider_config is not None and provider_config.api_key_env:

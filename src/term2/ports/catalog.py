@@ -33,6 +33,18 @@ class DeclaredModel:
 class ModelCatalog(Protocol):
     def models(self) -> tuple[ModelInfo, ...]: ...
 
+    def lookup(self, model_id: str) -> ModelInfo | None:
+        """The model listed under exactly ``model_id``, or None; raises LookupError when it cannot tell cheaply.
+
+        The start-up path resolves the configured model with this before
+        anything parses a whole catalog.
+        """
+        ...
+
+    def routes(self, provider: str) -> bool:
+        """True when the provider is certainly routable, decided cheaply (False: not sure)."""
+        ...
+
     def providers(self) -> frozenset[str]:
         """Provider names the LLM adapter can route, for accepting unlisted <provider>/<model>."""
         ...

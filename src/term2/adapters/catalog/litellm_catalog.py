@@ -53,22 +53,77 @@ def _bundled_models() -> tuple[ModelInfo, ...]:
     for key, entry in raw.items():
         if isinstance(entry, dict) and "alias_of" in entry:
             entry = raw.get(str(entry["alias_of"]))
-        if not isinstance(entry, dict) or entry.get("mode") not in CHAT_MODES:
-            continue
-        provider = entry.get("litellm_provider")
-        if not isinstance(provider, str):
-            continue
-        models.append(
-            ModelInfo(
-                model_id=key,
-                provider=provider,
-                context_window=_int(entry.get("max_input_tokens")) or _int(entry.get("max_tokens")),
-                supports_reasoning=bool(entry.get("supports_reasoning")),
-                supports_tools=bool(entry.get("supports_function_calling")),
-                prices=_prices(entry),
-            )
-        )
+        info = _info(key, entry)
+        if info is not None:
+            models.append(info)
     return tuple(models)
+
+
+def _info(key: str, entry: object) -> ModelInfo | None:
+    """The chat model an entry describes, or None (an embedding model, a malformed entry)."""
+    if not isinstance(entry, dict) or entry.get("mode") not in CHAT_MODES:
+        return None
+    provider = entry.get("litellm_provider")
+    if not isinstance(provider, str):
+        return None
+    return ModelInfo(
+        model_id=key,
+        provider=provider,
+        context_window=_int(entry.get("max_input_tokens")) or _int(entry.get("max_tokens")),
+        supports_reasoning=bool(entry.get("supports_reasoning")),
+        supports_tools=bool(entry.get("supports_function_calling")),
+        prices=_prices(entry),
+    )
+
+
+@cache
+def _catalog_text() -> bytes | None:
+    """The bundled catalog's bytes, if they have the layout `_entry` relies on (checked once)."""
+    directory = _package_dir()
+    if directory is None:
+        return None
+    try:
+        with open(os.path.join(directory, CATALOG_FILE), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data if data.startswith(b"{\n") and b'\n    "sample_spec": {' in data else None
+
+
+class Unsure(LookupError):
+    """The catalog cannot tell without parsing all of it."""
+
+
+def _entry(key: str, follow: bool = True) -> ModelInfo | None:
+    """One entry of the bundled catalog, decoded alone: a millisecond instead of ~100 ms for all of it.
+
+    The file is pretty-printed with each top-level key on a line of its own,
+    indented four spaces (checked by `_catalog_text`), so a key's absence
+    from that layout is certain. An alias is followed once, as the full
+    parse does.
+    """
+    data = _catalog_text()
+    if data is None:
+        raise Unsure(key)
+    marker = b'\n    ' + json.dumps(key).encode() + b": "
+    at = data.find(marker)
+    if at < 0:
+        return None
+    try:
+        entry, _ = json.JSONDecoder().raw_decode(data[at + len(marker) :].decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise Unsure(key) from exc
+    if isinstance(entry, dict) and "alias_of" in entry:
+        return _entry_target(key, str(entry["alias_of"])) if follow else None
+    return _info(key, entry)
+
+
+def _entry_target(key: str, target: str) -> ModelInfo | None:
+    aliased = _entry(target, follow=False)
+    if aliased is None:
+        return None
+    return ModelInfo(key, aliased.provider, aliased.context_window, aliased.supports_reasoning,
+                     aliased.supports_tools, aliased.prices)  # fmt: skip
 
 
 def _price(value: object) -> float | None:
@@ -133,6 +188,17 @@ class LitellmCatalog:
             known = bundled_providers() | {d.provider for d in self._declared.values()}
             return head in known
         return _lists_key(model)
+
+    def lookup(self, model_id: str) -> ModelInfo | None:
+        """The model listed under exactly ``model_id`` (declared first), or None; LookupError when unsure."""
+        declared = self._declared.get(model_id)
+        if declared is not None:
+            return ModelInfo(model_id, declared.provider, declared.context_window, declared.supports_reasoning, True)
+        return _entry(model_id)
+
+    def routes(self, provider: str) -> bool:
+        """True when the provider is certainly routable, known without parsing the catalog."""
+        return provider in bundled_providers() or any(d.provider == provider for d in self._declared.values())
 
     def models(self) -> tuple[ModelInfo, ...]:
         declared = tuple(
