@@ -827,6 +827,15 @@ class _AnthropicEmitter:
 # --------------------------------------------------------------------------- server
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up on a kept-alive connection is normal (a cancelled turn, a killed agent)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeLLMServer:
     """In-process handle: start/stop, push replies, read requests, await disconnects."""
 
@@ -843,7 +852,7 @@ class FakeLLMServer:
         if script:
             self.state.push(*script)
         handler = type("BoundHandler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd = _QuietServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
         self._thread: threading.Thread | None = None
