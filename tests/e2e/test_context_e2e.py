@@ -63,6 +63,16 @@ def run_turn(client: AcpProcess, sid: str, turn: int) -> list[Message]:
     return messages
 
 
+def long_session(client: AcpProcess, sid: str) -> list[Message]:
+    """TURNS turns in one session, each ending end_turn; every message the client saw."""
+    seen: list[Message] = []
+    for turn in range(TURNS):
+        messages = run_turn(client, sid, turn)
+        assert idle_update(messages)["stopReason"] == "end_turn", (turn, client.stderr()[-2000:])
+        seen += messages
+    return seen
+
+
 def compaction_updates(messages: list[Message]) -> list[Message]:
     return [u for u in updates(messages) if u["sessionUpdate"] in ("compaction_update", "compaction_summary_chunk")]
 
@@ -94,11 +104,7 @@ def test_a_declared_window_is_never_overrun_and_survives_a_restart(rig: tuple[Pa
         try:
             client.initialize(2)
             sid = client.new_session(root)
-            seen: list[Message] = []
-            for turn in range(TURNS):
-                messages = run_turn(client, sid, turn)
-                assert idle_update(messages)["stopReason"] == "end_turn", (turn, client.stderr()[-2000:])
-                seen += messages
+            seen = long_session(client, sid)
             assert all(r.status != "error" for r in llm.requests), [r.rejection for r in llm.requests]
             statuses = [u["status"] for u in compaction_updates(seen) if u["sessionUpdate"] == "compaction_update"]
             assert statuses.count("completed") >= 2 and "failed" not in statuses, statuses
@@ -143,11 +149,7 @@ def test_an_unknown_window_is_found_by_the_providers_refusals(rig: tuple[Path, P
         try:
             client.initialize(2)
             sid = client.new_session(root)
-            seen: list[Message] = []
-            for turn in range(TURNS):
-                messages = run_turn(client, sid, turn)
-                assert idle_update(messages)["stopReason"] == "end_turn", (turn, client.stderr()[-2000:])
-                seen += messages
+            seen = long_session(client, sid)
             refused = [r for r in llm.requests if r.status == "error"]
             assert refused, "the provider never refused: the test did not reach the window"
             assert all("context_length" in str(r.rejection) or "maximum context" in str(r.rejection) for r in refused)
