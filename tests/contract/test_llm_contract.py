@@ -463,6 +463,19 @@ async def test_closing_the_iterator_closes_the_stream(harness: Harness) -> None:
         assert await harness.stream_closed_early(timeout=1.0)
 
 
+async def test_prepare_is_idempotent_and_a_request_during_it_waits_for_it(harness: Harness) -> None:
+    harness.push({"text": "ready"})
+    harness.push({"text": "again"})
+    async with opened(harness) as provider:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(provider.prepare)  # the background preparation, racing the first request
+            first = [event async for event in provider.stream(REQUEST)]
+        await provider.prepare()
+        second = [event async for event in provider.stream(REQUEST)]
+    assert [e.text for e in _of(first, TextDelta)] == ["ready"]
+    assert [e.text for e in _of(second, TextDelta)] == ["again"]
+
+
 async def test_aclose_is_idempotent_and_safe_before_use(harness: Harness) -> None:
     provider = harness.provider()
     await provider.aclose()

@@ -187,6 +187,15 @@ class LLMProvider(Protocol):
         """Yield events until exactly one Finished, or raise an LLMError."""
         ...
 
+    async def prepare(self) -> None:
+        """Load what the first request needs (a library, an HTTP client) off the turn; safe to call again.
+
+        Called in the background once a session exists, so the first prompt
+        does not pay for it; a request made meanwhile waits for it rather than
+        doing the work twice.
+        """
+        ...
+
     async def aclose(self) -> None:
         """Release background workers and HTTP clients; called once at shutdown."""
         ...

@@ -93,6 +93,10 @@ class AnthropicMessagesProvider:
         for item in state.finish_events():
             yield item
 
+    async def prepare(self) -> None:
+        """Build the HTTP client (httpcore, the CA bundle) before the first request needs it."""
+        await self._http.prepare()
+
     async def aclose(self) -> None:
         """Close the HTTP client; idempotent, and a no-op before the first request."""
         await self._http.aclose()

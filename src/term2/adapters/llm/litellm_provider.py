@@ -173,6 +173,13 @@ class LiteLLMProvider:
                 state.finish = str(reason)
         return events
 
+    async def prepare(self) -> None:
+        """Import litellm in a worker thread (seconds), so the first prompt does not wait for all of it."""
+        try:
+            await preload()
+        except Exception as exc:  # a broken install surfaces as a port error, at the first prompt too
+            raise LLMError(f"Cannot load the LLM library for {self._settings.model}: {exc}") from exc
+
     async def aclose(self) -> None:
         """Stop litellm's background worker and close its cached clients (no-op if never loaded)."""
         if self._closed:

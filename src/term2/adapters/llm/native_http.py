@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
@@ -70,16 +71,30 @@ class SSEClient:
         self._timeout = timeout_for(settings.timeout_s)
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._making: anyio.Lock | None = None  # made in the event loop, on first use
 
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=self._transport,
-                timeout=self._timeout,
-                follow_redirects=False,
-                headers={"user-agent": _USER_AGENT},
-                trust_env=True,  # honour HTTPS_PROXY / SSL_CERT_FILE like the SDKs do
-            )
+    def _new_client(self) -> httpx.AsyncClient:
+        # Building one loads httpcore and the CA bundle (~0.1-0.15 s): done in a worker thread.
+        return httpx.AsyncClient(
+            transport=self._transport,
+            timeout=self._timeout,
+            follow_redirects=False,
+            headers={"user-agent": _USER_AGENT},
+            trust_env=True,  # honour HTTPS_PROXY / SSL_CERT_FILE like the SDKs do
+        )
+
+    async def prepare(self) -> None:
+        await self._get_client()
+
+    async def _get_client(self) -> httpx.AsyncClient:
+        """The client, built once; a request made while `prepare` builds it waits for that one."""
+        if self._client is not None:
+            return self._client
+        if self._making is None:
+            self._making = anyio.Lock()
+        async with self._making:
+            if self._client is None:
+                self._client = await anyio.to_thread.run_sync(self._new_client)
         return self._client
 
     async def events(
@@ -87,7 +102,7 @@ class SSEClient:
     ) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield its events; raise the port's errors; always close the response."""
         try:
-            client = self._get_client()
+            client = await self._get_client()
             request = client.build_request("POST", url, headers=dict(headers), json=body)
             response = await client.send(request, stream=True)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:

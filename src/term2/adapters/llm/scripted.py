@@ -90,6 +90,9 @@ class ScriptedProvider:
             else:
                 self.aborted_streams += 1
 
+    async def prepare(self) -> None:
+        """Nothing to load: the script is in memory."""
+
     async def aclose(self) -> None:
         self.closed = True
 

@@ -7,7 +7,6 @@ Every adapter is chosen here from configuration; tests swap any of them with
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from term2.adapters.store.output_files import OutputFiles
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
+from term2.app.entrypoints.lean_imports import import_lean
 from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
@@ -131,24 +131,25 @@ class Application:
         self._settings: Settings = container.settings()
 
     async def preload(self) -> None:
-        """Warm litellm up in a worker thread once a session exists, if (and only if) it serves the model.
+        """Prepare the model's adapter in the background once a session exists, so the first prompt is quick.
 
-        A model served natively never loads litellm: that is the point of the
-        native adapters (seconds and ~190 MB saved per process).
+        For litellm that is its import (seconds); for a native wire, the HTTP
+        client (httpcore, the CA bundle). A model served natively never loads
+        litellm: that is the point of the native adapters.
         """
         if not self._settings.model:
             return
         try:
             wire = self.container.llm_settings().wire
+            llm = self.container.llm()
         except Exception:  # no usable model yet: the first prompt reports it
             return
         if wire != "litellm":
-            # httpx loads its connection layer (httpcore) on the first request: load it now, off the turn.
-            await anyio.to_thread.run_sync(importlib.import_module, "httpcore")
+            await anyio.to_thread.run_sync(import_lean, "httpcore")
+        try:
+            await llm.prepare()
+        except Exception:  # the first prompt reports it, with its own error
             return
-        from term2.adapters.llm.litellm_runtime import preload
-
-        await preload()
 
     async def shutdown(self) -> None:
         # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.

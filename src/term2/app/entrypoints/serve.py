@@ -8,7 +8,6 @@ session exists, so an idle editor connection stays small.
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -24,6 +23,7 @@ from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
+from term2.app.entrypoints.lean_imports import import_lean
 
 if TYPE_CHECKING:
     from term2.adapters.acp.session_methods import SessionMethods
@@ -93,31 +93,9 @@ class _Startup:
 
 
 def _import_dependency_injector() -> None:
-    """Import the libraries the application needs without the optional parts it never uses.
-
-    dependency-injector imports pydantic-settings (installed for litellm) and
-    PyYAML at import time, for `providers.Configuration` loaders term2 does not
-    use: about half a second before the first session can be created. httpx
-    imports its command-line client (click, rich, pygments: ~0.15 s and ~10 MB)
-    only to offer `httpx.main`. Each library falls back cleanly when the
-    optional module is missing, so they are hidden while it is imported.
-    """
-    _import_without("dependency_injector.providers", ("pydantic_settings", "yaml"))
-    _import_without("dependency_injector.containers", ("pydantic_settings", "yaml"))
-    _import_without("httpx", ("click", "rich", "pygments"))
-
-
-def _import_without(module: str, optional: tuple[str, ...]) -> None:
-    if module in sys.modules:
-        return
-    hidden = [name for name in optional if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        importlib.import_module(module)
-    finally:
-        for name in hidden:
-            del sys.modules[name]
+    """The application's libraries, without their optional parts (see `lean_imports`)."""
+    for module in ("dependency_injector.providers", "dependency_injector.containers", "httpx"):
+        import_lean(module)
 
 
 async def _serve(
