@@ -13,7 +13,7 @@ Figures (medians, milliseconds of time.monotonic() in this process):
   init->new          initialize answered -> session/new answered
   new->first chunk   session/new answered -> the first agent_message_chunk read
   spawn->first chunk the whole path
-  idle RSS           VmRSS of term2 just after session/new (MB)
+  idle RSS           VmRSS of term2 just after session/new (MB), or --settle seconds later
   RSS after a turn   VmHWM of term2 once the turn is idle (MB)
 """
 
@@ -53,7 +53,7 @@ def _status_kb(pid: int, field: str) -> int:
     return 0
 
 
-def one_run(server: FakeLLMServer, wire: str) -> tuple[float, ...]:
+def one_run(server: FakeLLMServer, wire: str, settle: float = 0.0) -> tuple[float, ...]:
     home = Path(tempfile.mkdtemp(prefix="t2-home-"))
     workspace = tempfile.mkdtemp(prefix="t2-ws-")
     (home / "config" / "term2").mkdir(parents=True)
@@ -100,6 +100,9 @@ def one_run(server: FakeLLMServer, wire: str) -> tuple[float, ...]:
     session = until(lambda m: m.get("id") == 1)["result"]["sessionId"]
     created = time.monotonic()
     idle = _status_kb(proc.pid, "VmRSS")
+    if settle:
+        time.sleep(settle)  # the adapter's background preparation done: the idle process a user waits with
+        idle = _status_kb(proc.pid, "VmRSS")
     prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}
     send({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt})
     until(lambda m: kind(m).get("sessionUpdate") == "agent_message_chunk")
@@ -122,6 +125,13 @@ def one_run(server: FakeLLMServer, wire: str) -> tuple[float, ...]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to wait after session/new before prompting (idle RSS then includes the background "
+        "preparation; the first-chunk figures then measure a prepared process)",
+    )
     args = parser.parse_args()
     wires = ("openai", "litellm")
     results: dict[str, list[tuple[float, ...]]] = {wire: [] for wire in wires}
@@ -130,7 +140,7 @@ def main() -> None:
             one_run(server, wire)
         for _ in range(args.runs):
             for wire in wires:
-                results[wire].append(one_run(server, wire))
+                results[wire].append(one_run(server, wire, args.settle))
     print(f"| figure (median of {args.runs}) | native OpenAI wire | litellm wire |")
     print("|---|---:|---:|")
     for index, name in enumerate(FIGURES):
