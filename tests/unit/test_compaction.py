@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import pytest
 
 from term2.adapters.llm.scripted import ScriptedProvider, text_response
@@ -22,6 +23,7 @@ from term2.domain.history import HistoryEntry
 from term2.domain.transcript import (
     CLEARED_RESULT,
     DROPPED_NOTE,
+    MISSING_RESULT,
     SUMMARY_HEADER,
     ChatMessage,
     ContextCompaction,
@@ -172,3 +174,37 @@ async def test_the_next_request_starts_with_everything_the_last_one_sent(tmp_pat
     assert tool.role == "tool" and tool.tool_call_id == "c1" and "hello" in tool.content
     kept = [m.message for m in rig.recorded if isinstance(m, ModelMessage)]
     assert kept == [assistant, tool, ChatMessage("assistant", "seen")]
+
+
+class _SecondCallHangs:
+    """A toolbox whose first call finishes and whose second never does (until cancelled)."""
+
+    def specs(self) -> tuple[Any, ...]:
+        return ()
+
+    def runs_concurrently(self, call: ToolCallRequest, ctx: ToolContext) -> bool:
+        return False
+
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
+        if call.call_id == "c1":
+            return "edited a.py"
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_turn_cancelled_between_tools_keeps_the_results_of_those_that_ran(tmp_path: Path) -> None:
+    from term2.adapters.llm.scripted import tool_call_response
+
+    calls = tool_call_response(("c1", "edit_file", "{}"), ("c2", "run_shell", "{}"))
+    rig = Rig(tmp_path, calls)
+    transcript = transcript_of(ChatMessage("user", "edit then test"), record=rig._record)
+    with anyio.move_on_after(0.5):
+        await run_loop(transcript, rig.llm, _SecondCallHangs(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    kept = [m.message for m in rig.recorded if isinstance(m, ModelMessage)]
+    assert [(m.role, m.tool_call_id, m.content) for m in kept[1:]] == [("tool", "c1", "edited a.py")]
+    # The next turn shows the model what ran, and that the second call never finished.
+    rebuilt = model_transcript([ModelMessage("u", ChatMessage("user", "edit then test")), *rig.recorded])
+    assert [(m.message.tool_call_id, m.message.content) for m in rebuilt if m.message.role == "tool"] == [
+        ("c1", "edited a.py"),
+        ("c2", MISSING_RESULT),
+    ]

@@ -120,34 +120,46 @@ async def run_loop(
         if not may_ask_again(requests, limits):
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
-        for call, result in zip(response.calls, await _run_tools(response.calls, toolbox, ctx), strict=True):
+
+        async def deliver(call: ToolCallRequest, result: str) -> None:
             text = await bounded_result(result, ctx.session_id, ctx.outputs)
             await transcript.add(ChatMessage("tool", text, tool_call_id=call.call_id))
 
+        await _run_tools(response.calls, toolbox, ctx, deliver)
 
-async def _run_tools(calls: list[ToolCallRequest], toolbox: Toolbox, ctx: ToolContext) -> list[str]:
-    """Results in the order the model asked; consecutive read-only calls run side by side.
+
+async def _run_tools(
+    calls: list[ToolCallRequest],
+    toolbox: Toolbox,
+    ctx: ToolContext,
+    deliver: Callable[[ToolCallRequest, str], Awaitable[None]],
+) -> None:
+    """Run the calls, delivering each result in the order the model asked, as soon as it can be.
 
     A response that reads five files should not wait for five round trips
-    through the disk. Anything that writes, runs or needs an approval runs
-    alone and in order, so the user is never asked two questions at once and
-    a later call sees what an earlier one did.
+    through the disk: consecutive read-only calls run side by side. Anything
+    that writes, runs or needs an approval runs alone and in order, so the
+    user is never asked two questions at once and a later call sees what an
+    earlier one did. Each result is delivered (into the transcript) before
+    the next call starts, so a turn cancelled halfway keeps the results of the
+    calls that did run, an edit's included.
     """
-    results: list[str] = [""] * len(calls)
     index = 0
     while index < len(calls):
         end = index
         while end < len(calls) and toolbox.runs_concurrently(calls[end], ctx):
             end += 1
         if end - index > 1:
+            results: list[str] = [""] * (end - index)
             async with anyio.create_task_group() as tg:
                 for position in range(index, end):
-                    tg.start_soon(_run_into, results, position, calls[position], toolbox, ctx)
+                    tg.start_soon(_run_into, results, position - index, calls[position], toolbox, ctx)
+            for position in range(index, end):
+                await deliver(calls[position], results[position - index])
             index = end
             continue
-        results[index] = await toolbox.execute(calls[index], ctx)
+        await deliver(calls[index], await toolbox.execute(calls[index], ctx))
         index += 1
-    return results
 
 
 async def _run_into(
