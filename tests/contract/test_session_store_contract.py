@@ -244,6 +244,33 @@ async def test_history_matches_domain_compaction_across_batches(
     assert await collect(store.history("s1")) == compact(written)
 
 
+async def test_reading_on_from_a_position_gives_the_whole_history(store: SessionStore) -> None:
+    """What a process keeps plus what was appended since, compacted, is the history: no re-reading."""
+    rng = random.Random(11)
+    await store.create(session("s1"))
+    written: list[HistoryEntry] = []
+    kept: list[HistoryEntry] = []
+    position = 0
+    for turn in range(12):
+        count = rng.randrange(1, 40)
+        for i in range(count):
+            tid = f"t{rng.randrange(30)}"  # snapshots of earlier calls reappear in later turns
+            entry: HistoryEntry = (
+                tool(tid, rng.choice(list(ToolStatus)), TextOutput(f"{turn}.{i}"))
+                if i % 2
+                else AgentMessage(f"m{turn}.{i}", "x")
+            )
+            written.append(entry)
+            await store.append("s1", entry)
+        new, reached = await store.appended("s1", position)
+        assert reached >= position
+        assert position == 0 or len(new) == count  # only what came after the position, raw
+        position = reached
+        kept = compact([*kept, *new])
+        assert kept == compact(written) == await collect(store.history("s1"))
+    assert await store.appended("s1", position) == ([], position)  # nothing new: nothing read
+
+
 async def test_history_of_unknown_session_is_empty(store: SessionStore) -> None:
     assert await collect(store.history("nope")) == []
 

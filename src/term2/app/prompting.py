@@ -139,7 +139,7 @@ class PromptService:
         meter: Meter,
     ) -> TurnOutcome:
         session = opened.session
-        entries = [entry async for entry in self._store.history(session.session_id)]
+        entries = await opened.history.read(self._store, session.session_id)
         meter.start(entries, self._prices_factory())
         user = UserMessage(new_id("user"), prompt)
         await emit(UserMessageSent(user.message_id, prompt))

@@ -35,6 +35,16 @@ class SessionStore(Protocol):
         """Yield the compacted history in order, streamed rather than loaded whole."""
         ...
 
+    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
+        """What was appended after position ``after``, and the position reached.
+
+        ``after`` 0 gives the compacted history so far; a later position gives
+        every snapshot appended since, in order, raw (so the caller compacts
+        what it kept with what it got). Positions only grow, whichever process
+        appended, so a caller that keeps what it read never reads it again.
+        """
+        ...
+
     async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         """Newest first by updated_at; raises InvalidCursor for a forged or stale cursor."""
         ...

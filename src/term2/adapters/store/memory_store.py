@@ -64,6 +64,12 @@ class InMemorySessionStore:
         for entry in compact(list(self._history.get(session_id, ()))):
             yield entry
 
+    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
+        entries = list(self._history.get(session_id, ()))
+        if after <= 0:
+            return compact(entries), len(entries)
+        return entries[after:], max(after, len(entries))
+
     async def list(
         self, cwd: str | None, cursor: str | None, limit: int
     ) -> SessionPage:

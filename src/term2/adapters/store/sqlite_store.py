@@ -75,6 +75,11 @@ _LIST_SQL: Final = {
 _COMPACTION_PLAN_SQL: Final = (
     "SELECT MAX(seq) FROM history WHERE session_id = ? GROUP BY key ORDER BY MIN(seq)"
 )
+_COMPACTION_PLAN_UPTO_SQL: Final = (
+    "SELECT MAX(seq) FROM history WHERE session_id = ? AND seq <= ? GROUP BY key ORDER BY MIN(seq)"
+)
+_LAST_SEQ_SQL: Final = "SELECT MAX(seq) FROM history WHERE session_id = ?"
+_TAIL_SQL: Final = "SELECT seq, body FROM history WHERE session_id = ? AND seq > ? ORDER BY seq"
 
 
 def _session_from_row(row: Sequence[object]) -> Session:
@@ -245,6 +250,28 @@ class SqliteSessionStore:
             batch = last_seqs[start : start + HISTORY_BATCH]
             for entry in await self._call("read history", partial(_load_bodies, batch)):
                 yield entry
+
+    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
+        if after <= 0:
+
+            def plan(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[int], int]:
+                # The position first, then the plan up to it: an append in between is read next time.
+                (reached,) = conn.execute(_LAST_SEQ_SQL, (session_id,)).fetchone()
+                rows = conn.execute(_COMPACTION_PLAN_UPTO_SQL, (session_id, reached or 0))
+                return [seq for (seq,) in rows], int(reached or 0)
+
+            last_seqs, reached = await self._call("read history", plan)
+            entries: list[HistoryEntry] = []
+            for start in range(0, len(last_seqs), HISTORY_BATCH):
+                batch = last_seqs[start : start + HISTORY_BATCH]
+                entries += await self._call("read history", partial(_load_bodies, batch))
+            return entries, reached
+
+        def tail(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[HistoryEntry], int]:
+            rows = conn.execute(_TAIL_SQL, (session_id, after)).fetchall()
+            return [decode_entry(body) for _, body in rows], (int(rows[-1][0]) if rows else after)
+
+        return await self._call("read history", tail)
 
     async def list(
         self, cwd: str | None, cursor: str | None, limit: int
