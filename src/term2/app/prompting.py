@@ -140,15 +140,15 @@ class PromptService:
     ) -> TurnOutcome:
         session = opened.session
         entries = await opened.history.read(self._store, session.session_id)
-        meter.start(entries, self._prices_factory())
         user = UserMessage(new_id("user"), prompt)
         await emit(UserMessageSent(user.message_id, prompt))
         await record(user)
         text = render_for_model(prompt)
         opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
-        llm = self._llm_factory()
+        llm = self._llm_factory()  # after the prompt is recorded: a model that cannot be used fails the turn
         budget = self._budget_factory()
+        meter.start(entries, self._prices_factory())
         instructions = await opened.instructions.read()
         tools = self._toolbox.specs()
         system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
