@@ -149,3 +149,16 @@ def test_retry_limits_reach_the_agent_loop_from_the_settings() -> None:
     limits = build_container(settings, {}).limits()
     assert limits.max_model_requests == 4
     assert (limits.retry.max_attempts, limits.retry.max_wait) == (2, 9.5)
+
+
+@pytest.mark.anyio
+async def test_with_no_model_the_turn_fails_and_the_prompt_is_kept(tmp_path: Path) -> None:
+    container = build_container(Settings(), {})  # no model anywhere: the real provider factory refuses
+    container.store.override(providers.Singleton(InMemorySessionStore))
+    container.sandbox.override(providers.Object(ScriptedSandbox()))
+    stop, sink = await _run(container, tmp_path, "hello?", FixedApprover(REJECTED))
+    assert stop is StopReason.ERROR
+    [session] = (await container.store().list(None, None, 10)).sessions
+    history = [e async for e in container.store().history(session.session_id)]
+    assert [type(e) for e in history][:1] == [UserMessage]
+    assert any(isinstance(e, AgentMessage) and "no model configured" in e.text for e in history)
