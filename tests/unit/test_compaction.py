@@ -208,3 +208,17 @@ async def test_a_turn_cancelled_between_tools_keeps_the_results_of_those_that_ra
         ("c1", "edited a.py"),
         ("c2", MISSING_RESULT),
     ]
+
+
+async def test_a_summary_request_is_metered_like_any_other(tmp_path: Path) -> None:
+    from term2.app.metering import Meter
+    from term2.ports.llm import TextDelta, Usage
+
+    meter = Meter()
+    meter.start([], None)
+    rig = Rig(tmp_path, [TextDelta("short"), Usage(3_000, 40)])
+    rig.compactor = Compactor(rig.llm, rig.budget, rig.ctx, meter)
+    transcript = long_session(rig, turns=6, output=100, words=300)
+    await rig.compactor.before_request(transcript)
+    assert rig.compactions()[0].summary == "short"
+    assert (meter.turn.input, meter.turn.output) == (3_000, 40)

@@ -24,11 +24,12 @@ import anyio
 import structlog
 
 from term2.app.clock import new_id
+from term2.app.metering import Meter
 from term2.app.transcript import Transcript
 from term2.domain.context_budget import ContextBudget, keep_from, outputs_to_clear, tokens_of
 from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction
 from term2.domain.truncation import keep_ends, keep_head
-from term2.ports.llm import CompletionRequest, LLMError, LLMProvider, TextDelta
+from term2.ports.llm import CompletionRequest, LLMError, LLMProvider, TextDelta, Usage
 from term2.ports.tools import ToolContext
 from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
 
@@ -63,10 +64,11 @@ def render_for_summary(messages: list[ModelMessage], limit: int) -> str:
 class Compactor:
     """One turn's context keeper: it reads the budget, and reaches the client through the turn's context."""
 
-    def __init__(self, llm: LLMProvider, budget: ContextBudget, ctx: ToolContext) -> None:
+    def __init__(self, llm: LLMProvider, budget: ContextBudget, ctx: ToolContext, meter: Meter | None = None) -> None:
         self._llm = llm
         self._budget = budget
         self._ctx = ctx
+        self._meter = meter  # a summary is a model request too: its tokens are the session's cost
 
     async def before_request(self, transcript: Transcript) -> None:
         """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it)."""
@@ -144,6 +146,8 @@ class Compactor:
                 if isinstance(event, TextDelta) and event.text:
                     parts.append(event.text)
                     await self._ctx.emit(CompactionChunk(compaction_id, event.text))
+                elif isinstance(event, Usage) and self._meter is not None:
+                    self._meter.add(event)
         except LLMError as exc:
             log.warning("summarising for compaction failed", session_id=self._ctx.session_id, error=str(exc))
             return None

@@ -157,7 +157,7 @@ class PromptService:
         ctx = ToolContext(
             session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn, self._outputs
         )
-        compactor = Compactor(llm, budget, ctx)
+        compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(
             transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, window=budget.window, meter=meter
         )
