@@ -156,7 +156,7 @@ async def test_with_no_model_the_turn_fails_and_the_prompt_is_kept(tmp_path: Pat
     container = build_container(Settings(), {})  # no model anywhere: the real provider factory refuses
     container.store.override(providers.Singleton(InMemorySessionStore))
     container.sandbox.override(providers.Object(ScriptedSandbox()))
-    stop, sink = await _run(container, tmp_path, "hello?", FixedApprover(REJECTED))
+    stop, _sink = await _run(container, tmp_path, "hello?", FixedApprover(REJECTED))
     assert stop is StopReason.ERROR
     [session] = (await container.store().list(None, None, 10)).sessions
     history = [e async for e in container.store().history(session.session_id)]
