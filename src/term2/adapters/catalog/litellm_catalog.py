@@ -76,24 +76,29 @@ def _info(key: str, entry: object) -> ModelInfo | None:
     )
 
 
-@cache
-def _catalog_text() -> bytes | None:
-    """The bundled catalog's bytes, if they have the layout `_entry` relies on (checked once)."""
+def _catalog_bytes() -> bytes | None:
+    """The bundled catalog as shipped (~2 MB, read when asked and not kept: an idle process stays small)."""
     directory = _package_dir()
     if directory is None:
         return None
     try:
         with open(os.path.join(directory, CATALOG_FILE), "rb") as handle:
-            data = handle.read()
+            return handle.read()
     except OSError:
         return None
-    return data if data.startswith(b"{\n") and b'\n    "sample_spec": {' in data else None
+
+
+def _catalog_text() -> bytes | None:
+    """The bundled catalog's bytes, if they have the layout `_entry` relies on."""
+    data = _catalog_bytes()
+    return data if data is not None and data.startswith(b"{\n") and b'\n    "sample_spec": {' in data else None
 
 
 class Unsure(LookupError):
     """The catalog cannot tell without parsing all of it."""
 
 
+@cache
 def _entry(key: str, follow: bool = True) -> ModelInfo | None:
     """One entry of the bundled catalog, decoded alone: a millisecond instead of ~100 ms for all of it.
 
@@ -155,15 +160,8 @@ def _lists_key(model_id: str) -> bool:
     parsing and indexing the whole file. A miss is only "not sure": callers
     then resolve against the parsed catalog.
     """
-    directory = _package_dir()
-    if directory is None:
-        return False
-    try:
-        with open(os.path.join(directory, CATALOG_FILE), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return False
-    return b'\n    "' + json.dumps(model_id).encode()[1:-1] + b'": {' in data
+    data = _catalog_bytes()
+    return data is not None and b'\n    "' + json.dumps(model_id).encode()[1:-1] + b'": {' in data
 
 
 class LitellmCatalog:
