@@ -30,7 +30,7 @@ import anyio.to_thread
 import httpx
 import pytest
 
-from term2.adapters.llm import retry_hints
+from term2.adapters.llm import provider_words, retry_hints
 from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
 from term2.adapters.llm.litellm_provider import LiteLLMProvider
 from term2.adapters.llm.openai_native import OpenAIChatProvider
@@ -134,10 +134,10 @@ def scripted_events(reply: dict[str, Any], model: str) -> list[LLMEvent | LLMErr
     """The reference meaning of a fake-server reply, as port events."""
     if status := reply.get("status"):
         quota = reply.get("error_code") == "insufficient_quota"
-        context = reply.get("error_code") == "context_length_exceeded"
+        said = reply.get("error_message", "")
+        context = reply.get("error_code") == "context_length_exceeded" or provider_words.says_too_long(said)
         err = QuotaExceeded if quota else _ERROR_BY_STATUS.get(int(status), LLMError)
         err = ContextWindowExceeded if context else err
-        said = reply.get("error_message", "")
         hint = retry_hints.from_headers(reply.get("headers", {}))
         hint = hint if hint is not None else retry_hints.from_message(said)
         return [err(f"{model} failed (HTTP {status}): {said}", status=int(status), retry_after=hint)]
@@ -343,8 +343,19 @@ async def test_finish_reasons(harness: Harness, finish: str, expected: FinishRea
             },
             ContextWindowExceeded,
         ),
+        (
+            # A gateway or self-hosted server that says it in words only, with no code: still an overflow,
+            # so the agent compacts instead of failing the turn.
+            {
+                "status": 400,
+                "error_code": None,
+                "error_type": "invalid_request_error",
+                "error_message": "This model's maximum context length is 8192 tokens; your prompt has 9000.",
+            },
+            ContextWindowExceeded,
+        ),
     ],
-    ids=["401", "429", "500", "400-context"],
+    ids=["401", "429", "500", "400-context", "400-context-words-only"],
 )
 async def test_http_errors_map_to_port_errors(
     harness: Harness, reply: dict[str, Any], expected: type[LLMError]

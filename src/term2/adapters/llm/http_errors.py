@@ -14,13 +14,13 @@ OpenAI-compatible servers and Anthropic say it only in words.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from term2.adapters.llm import retry_hints
+from term2.adapters.llm.provider_words import CONTEXT_CODES, QUOTA_CODE, says_quota, says_too_long
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -36,14 +36,6 @@ from term2.ports.llm import (
 __all__ = ["ProviderError", "error_from_event", "error_from_response", "error_from_transport", "parse_error_body"]
 
 _MAX_DETAIL = 300
-_QUOTA = "insufficient_quota"
-_QUOTA_WORDS = re.compile(r"insufficient_quota|exceeded your current quota", re.IGNORECASE)
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-_CONTEXT_WORDS = re.compile(
-    r"prompt is too long|maximum context length|context window|context length|too many tokens"
-    r"|input is too long|exceeds? the model'?s? (?:maximum|context)",
-    re.IGNORECASE,
-)
 # Anthropic's in-stream (and body) error types, as the HTTP status they stand for.
 _ANTHROPIC_TYPE_STATUS = {
     "invalid_request_error": 400,
@@ -59,7 +51,7 @@ _ANTHROPIC_TYPE_STATUS = {
 }
 _OPENAI_CODE_STATUS = {
     "rate_limit_exceeded": 429,
-    _QUOTA: 429,
+    QUOTA_CODE: 429,
     "context_length_exceeded": 400,
     "invalid_api_key": 401,
 }
@@ -107,11 +99,11 @@ def parse_error_body(raw: bytes | str | Any) -> ProviderError:
 
 
 def _is_context(said: ProviderError) -> bool:
-    return bool(said.tags & _CONTEXT_CODES) or bool(_CONTEXT_WORDS.search(said.message))
+    return bool(said.tags & CONTEXT_CODES) or says_too_long(said.message)
 
 
 def _is_quota(said: ProviderError) -> bool:
-    return _QUOTA in said.tags or bool(_QUOTA_WORDS.search(said.message))
+    return QUOTA_CODE in said.tags or says_quota(said.message)
 
 
 def _classify(status: int | None, said: ProviderError) -> tuple[type[LLMError], str]:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 
 from term2.adapters.llm import retry_hints
+from term2.adapters.llm.provider_words import CONTEXT_CODES, QUOTA_CODE, says_quota, says_too_long
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -70,8 +71,6 @@ _CONNECT_NAMES = {
     "ServerDisconnectedError",
     "ClientPayloadError",
 }
-_QUOTA = "insufficient_quota"
-_QUOTA_WORDS = re.compile(r"insufficient_quota|exceeded your current quota", re.IGNORECASE)
 _UNREACHABLE = (ProviderUnreachable, "Cannot reach {model}")
 _SERVER_ERROR = (LLMError, "Provider error from {model}")
 _OTHER = (LLMError, "Provider call failed for {model}")
@@ -109,9 +108,17 @@ def _headers(exc: BaseException) -> Mapping[str, str]:
 def _is_quota(exc: BaseException) -> bool:
     """OpenAI says so in the body's `code`/`type`; on other paths only the message text tells."""
     body = getattr(exc, "body", None)
-    if isinstance(body, Mapping) and _QUOTA in (body.get("code"), body.get("type")):
+    if isinstance(body, Mapping) and QUOTA_CODE in (body.get("code"), body.get("type")):
         return True
-    return bool(_QUOTA_WORDS.search(str(exc)))
+    return says_quota(str(exc))
+
+
+def _is_too_long(exc: BaseException) -> bool:
+    """litellm has a class for it, but not on every provider's path; the body's code or the words tell."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping) and (CONTEXT_CODES & {body.get("code"), body.get("type")}):
+        return True
+    return says_too_long(str(exc))
 
 
 def _retry_after(exc: BaseException, detail: str) -> float | None:
@@ -179,6 +186,8 @@ def map_litellm_error(exc: BaseException, model: str, api_base: str | None = Non
     port_error, template = _classify(inner)
     if port_error is RateLimited and _is_quota(inner):
         port_error, template = QuotaExceeded, "Quota exceeded for {model}"
+    if port_error is BadRequest and _is_too_long(inner):
+        port_error, template = ContextWindowExceeded, "Context window exceeded for {model}"
     if port_error is ProviderUnreachable:
         # No HTTP exchange happened: litellm's "500" would mislead, so say where instead.
         where = f" at {api_base}" if api_base else ""
