@@ -12,7 +12,6 @@ The endpoint is ``{api_base}/v1/messages`` (default base
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -20,21 +19,13 @@ from typing import Any
 import httpx
 
 from term2.adapters.llm.anthropic_wire import AnthropicStream, messages_body
-from term2.adapters.llm.native_http import SSEClient, drain, wire_model
+from term2.adapters.llm.native_http import SSEClient, drain, event_json, wire_model
 from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_ANTHROPIC_BASE", "AnthropicMessagesProvider"]
 
 DEFAULT_ANTHROPIC_BASE = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
-
-
-def _json(data: str, model: str) -> dict[str, Any]:
-    try:
-        payload = json.loads(data)
-    except ValueError as exc:
-        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
-    return payload if isinstance(payload, dict) else {}
 
 
 def messages_url(api_base: str) -> str:
@@ -82,7 +73,7 @@ class AnthropicMessagesProvider:
         url = messages_url(self._base)
         async with aclosing(self._http.events(url, self._headers(), self.body(request))) as events:
             async for event in events:
-                for item in state.feed(event.event, _json(event.data, model)):
+                for item in state.feed(event.event, event_json(event.data, model)):
                     yield item
                 if state.complete:
                     break

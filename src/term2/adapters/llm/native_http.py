@@ -11,6 +11,7 @@ here: the agent loop owns retry policy.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ from term2.adapters.llm.http_errors import error_from_response, error_from_trans
 from term2.adapters.llm.sse import SSEDecoder, SSEEvent
 from term2.ports.llm import LLMError, ProviderSettings
 
-__all__ = ["SSEClient", "drain", "timeout_for", "wire_model"]
+__all__ = ["SSEClient", "drain", "event_json", "timeout_for", "wire_model"]
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
@@ -60,6 +61,15 @@ async def drain(events: AsyncIterator[SSEEvent], seconds: float = _DRAIN_S) -> N
                 pass
         except LLMError:
             pass
+
+
+def event_json(data: str, model: str) -> dict[str, Any]:
+    """One SSE event's JSON object; a non-object is empty, unreadable data a provider error."""
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
+    return payload if isinstance(payload, dict) else {}
 
 
 class SSEClient:

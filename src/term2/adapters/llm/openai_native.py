@@ -14,28 +14,18 @@ places (``http://localhost:8000/v1``, ``https://openrouter.ai/api/v1``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
 
 import httpx
 
-from term2.adapters.llm.native_http import SSEClient, drain, wire_model
+from term2.adapters.llm.native_http import SSEClient, drain, event_json, wire_model
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
 from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
 
 __all__ = ["DEFAULT_OPENAI_BASE", "OpenAIChatProvider"]
 
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
-
-
-def _json(data: str, model: str) -> dict[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
-    return chunk if isinstance(chunk, dict) else {}
 
 
 class OpenAIChatProvider:
@@ -78,7 +68,7 @@ class OpenAIChatProvider:
                 if event.is_done:
                     done = True
                     break
-                for item in state.feed(_json(event.data, model)):
+                for item in state.feed(event_json(event.data, model)):
                     yield item
             if done:
                 await drain(events)
