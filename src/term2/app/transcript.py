@@ -55,9 +55,9 @@ class Transcript:
         await self._record(item)
         return item
 
-    def request(self, max_tokens: int | None = None) -> CompletionRequest:
+    def request(self) -> CompletionRequest:
         messages = (self.system, *(m.message for m in self.messages))
-        return CompletionRequest(messages, self.tools, max_tokens=max_tokens, cache_key=self._cache_key)
+        return CompletionRequest(messages, self.tools, cache_key=self._cache_key)
 
     def counted(self, tokens: int, covered: int) -> None:
         """The provider counted ``tokens`` for the request built from the first ``covered`` messages."""
