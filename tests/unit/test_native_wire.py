@@ -8,6 +8,7 @@ without a server; the contract suite checks the same adapters end to end.
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from term2.adapters.llm import anthropic_wire as aw
 from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider, messages_url
 from term2.adapters.llm.http_errors import error_from_event, error_from_response, error_from_transport
 from term2.adapters.llm.litellm_wire import ReasoningAssembler, message_to_openai, usage_from
-from term2.adapters.llm.native_http import timeout_for, wire_model
+from term2.adapters.llm.native_http import timeout_for, tls_for, wire_model
 from term2.adapters.llm.openai_native import OpenAIChatProvider
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
 from term2.adapters.llm.sse import SSEDecoder, SSEEvent
@@ -633,3 +634,23 @@ async def test_aclose_before_use_and_twice() -> None:
     provider = AnthropicMessagesProvider(ProviderSettings("anthropic/c"))
     await provider.aclose()
     await provider.aclose()
+
+
+@pytest.mark.parametrize("base", ["http://127.0.0.1:11434/v1", "HTTP://localhost:8000"])
+def test_a_plain_http_base_skips_the_ca_bundle_but_still_refuses_unverified_tls(base: str) -> None:
+    context = tls_for(base, {"PATH": "/usr/bin"})
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0  # trusts no authority: any TLS handshake fails
+
+
+@pytest.mark.parametrize(
+    ("base", "env"),
+    [
+        ("https://api.openai.com/v1", {}),
+        ("http://127.0.0.1:8000/v1", {"HTTP_PROXY": "https://proxy.corp:3128"}),
+        ("http://127.0.0.1:8000/v1", {"all_proxy": "socks5://proxy:1080"}),
+    ],
+)
+def test_tls_keeps_httpx_defaults_wherever_tls_can_happen(base: str, env: dict[str, str]) -> None:
+    assert tls_for(base, env) is True

@@ -12,6 +12,8 @@ here: the agent loop owns retry policy.
 from __future__ import annotations
 
 import json
+import os
+import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
@@ -23,7 +25,7 @@ from term2.adapters.llm.http_errors import error_from_response, error_from_trans
 from term2.adapters.llm.sse import SSEDecoder, SSEEvent
 from term2.ports.llm import LLMError, ProviderSettings
 
-__all__ = ["SSEClient", "drain", "event_json", "timeout_for", "wire_model"]
+__all__ = ["SSEClient", "drain", "event_json", "timeout_for", "tls_for", "wire_model"]
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
@@ -34,6 +36,22 @@ _DRAIN_S = 1.0
 def timeout_for(seconds: float) -> httpx.Timeout:
     """``timeout_s`` bounds every wait (the first byte included: it is a read); connecting gets at most 10 s."""
     return httpx.Timeout(connect=min(10.0, seconds), read=seconds, write=seconds, pool=seconds)
+
+
+def tls_for(api_base: str, env: Mapping[str, str]) -> ssl.SSLContext | bool:
+    """What the client verifies TLS with: httpx's default (the CA bundle) unless nothing can use TLS.
+
+    Loading the CA bundle is ~50 ms of a cold first reply. A plain-http base
+    (a local server: Ollama, vLLM, LM Studio) with no proxy variable set, and
+    redirects never followed, makes no TLS connection; it gets a context that
+    verifies as strictly but trusts no authority, so a TLS connection that did
+    happen would fail its handshake rather than go unverified.
+    """
+    if not api_base.lower().startswith("http://"):
+        return True
+    if any(value for key, value in env.items() if key.lower() in ("http_proxy", "all_proxy")):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, hostname checked, no trust anchors
 
 
 def wire_model(model: str, provider: str | None) -> str:
@@ -84,8 +102,9 @@ class SSEClient:
         self._making: anyio.Lock | None = None  # made in the event loop, on first use
 
     def _new_client(self) -> httpx.AsyncClient:
-        # Building one loads httpcore and the CA bundle (~0.1-0.15 s): done in a worker thread.
+        # Building one loads httpcore and, for https, the CA bundle (~0.1 s): done in a worker thread.
         return httpx.AsyncClient(
+            verify=tls_for(self._api_base, os.environ),
             transport=self._transport,
             timeout=self._timeout,
             follow_redirects=False,
