@@ -16,9 +16,6 @@ import anyio.to_thread
 import structlog
 from dependency_injector import containers, providers
 
-from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
-from term2.adapters.llm.litellm_provider import LiteLLMProvider
-from term2.adapters.llm.openai_native import OpenAIChatProvider
 from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 from term2.adapters.store.output_files import OutputFiles
 from term2.adapters.store.sqlite_store import SqliteSessionStore
@@ -42,11 +39,21 @@ from term2.ports.tools import Toolbox
 
 
 def _llm(chosen: ProviderSettings) -> LLMProvider:
-    """The adapter the model's wire names (app/wires.py); swapping is configuration only."""
+    """The adapter the model's wire names (app/wires.py); swapping is configuration only.
+
+    Only the chosen adapter's modules are imported: the others are start-up
+    time a process serving one model never needs.
+    """
     if chosen.wire == "openai":
+        from term2.adapters.llm.openai_native import OpenAIChatProvider
+
         return OpenAIChatProvider(chosen, provider=chosen.provider)
     if chosen.wire == "anthropic":
+        from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider
+
         return AnthropicMessagesProvider(chosen, provider=chosen.provider)
+    from term2.adapters.llm.litellm_provider import LiteLLMProvider
+
     return LiteLLMProvider(chosen)
 
 
