@@ -3,28 +3,39 @@
 Loaded with the application, off the `initialize` path: this is where pydantic
 checks parameters and the use cases run. Results are typed with the schemas'
 definitions; where v1 and v2 share a result shape, one literal serves both.
+
+Creating, listing and closing sessions need only the session use case, so
+they are served as soon as it is built; prompts and replays wait for `Turns`,
+which start-up builds next (see `term2.app.entrypoints.serve`). Their modules
+are imported where they are first needed, not here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from term2.adapters.acp import params as p
-from term2.adapters.acp.approval_bridge import AcpApprover
-from term2.adapters.acp.connection import AfterReply, Handler, JsonRpcConnection
+from term2.adapters.acp.connection import AfterReply, Handler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from term2.adapters.acp.updates import AcpUpdateSink
-from term2.adapters.acp.wire_common import STOP_REASONS, spent_meta, turn_usage
-from term2.app.prompting import PromptService
-from term2.app.replay import replay
 from term2.app.sessions import SessionService
 from term2.domain.session import Session
-from term2.domain.turn import StopReason
-from term2.ports.updates import StateChanged
 
 if TYPE_CHECKING:
+    from term2.adapters.acp.approval_bridge import AcpApprover
+    from term2.adapters.acp.updates import AcpUpdateSink
     from term2.adapters.acp.wire_types import v1, v2
+    from term2.app.prompting import PromptService
+
+
+@dataclass(frozen=True)
+class Turns:
+    """What prompts and replays need beyond sessions: built once per connection, after sessions."""
+
+    prompts: PromptService
+    sink: AcpUpdateSink
+    approver: AcpApprover
 
 
 def _session_info(session: Session) -> v1.SessionInfo:
@@ -53,18 +64,14 @@ class SessionMethods:
     def __init__(
         self,
         sessions: SessionService,
-        prompts: PromptService,
-        connection: JsonRpcConnection,
         version: int,
-        sink: AcpUpdateSink,
+        turns: Callable[[], Awaitable[Turns]],
         on_session: Callable[[], None] = lambda: None,
     ) -> None:
         self._on_session = on_session
         self._sessions = sessions
-        self._prompts = prompts
         self._version = version
-        self._sink = sink
-        self._approver = AcpApprover(connection, version, sink)
+        self._turns = turns
 
     def table(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -119,8 +126,11 @@ class SessionMethods:
         return {}
 
     async def _replay(self, session_id: str) -> None:
+        from term2.app.replay import replay
+
+        sink = (await self._turns()).sink
         async for event in replay(self._sessions.history(session_id)):
-            await self._sink.replay(session_id, event)
+            await sink.replay(session_id, event)
 
     async def close(self, params: Any) -> v1.CloseSessionResponse | v2.CloseSessionResponse:
         args = p.parse(p.SessionRef, params, "session/close")
@@ -131,18 +141,23 @@ class SessionMethods:
         return {}
 
     async def prompt(self, params: Any) -> AfterReply | v1.PromptResponse:
+        from term2.adapters.acp.wire_common import STOP_REASONS, spent_meta, turn_usage
+        from term2.domain.turn import StopReason
+        from term2.ports.updates import StateChanged
+
         args = p.parse(p.Prompt, params, "session/prompt")
         blocks = p.prompt_blocks(args.prompt)
-        opened = self._prompts.admit(args.session_id)
+        turns = await self._turns()
+        opened = turns.prompts.admit(args.session_id)
 
         async def run() -> Any:
-            return await self._prompts.run(opened, blocks, self._sink, self._approver)
+            return await turns.prompts.run(opened, blocks, turns.sink, turns.approver)
 
         if self._version == 2:
             try:
-                await self._sink.send(args.session_id, StateChanged("running"))
+                await turns.sink.send(args.session_id, StateChanged("running"))
             except BaseException:
-                self._prompts.release(opened)
+                turns.prompts.release(opened)
                 raise
             accepted: v2.PromptResponse = {}  # v2 acknowledges now; the turn reports through state_update
             return AfterReply(accepted, run)
@@ -157,4 +172,4 @@ class SessionMethods:
 
     async def cancel(self, params: Any) -> None:
         if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self._prompts.cancel(params["sessionId"])
+            (await self._turns()).prompts.cancel(params["sessionId"])

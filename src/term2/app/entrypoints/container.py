@@ -3,6 +3,10 @@
 Every adapter is chosen here from configuration; tests swap any of them with
 `container.<provider>.override(...)`. The driving side gets an `Application`
 (typed use cases plus preload and shutdown), never the container itself.
+
+What a turn needs (the prompt use case, the tools, the sandbox, the output
+archive, the model's adapter) is imported by its factory, not by this
+module: sessions can be served while those still load (see `serve`).
 """
 
 from __future__ import annotations
@@ -11,21 +15,18 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import structlog
 from dependency_injector import containers, providers
 
-from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
-from term2.adapters.store.output_files import OutputFiles
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
 from term2.app.entrypoints.lean_imports import import_lean
-from term2.app.prompting import PromptService
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
-from term2.app.tools.toolbox import WorkspaceToolbox
 from term2.domain.context_budget import ContextBudget
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
@@ -36,6 +37,9 @@ from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox
+
+if TYPE_CHECKING:
+    from term2.app.prompting import PromptService
 
 
 def _llm(chosen: ProviderSettings) -> LLMProvider:
@@ -71,6 +75,30 @@ def _limits(settings: Settings) -> TurnLimits:
     return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry)
 
 
+def _sandbox(hidden: tuple[str, ...]) -> Sandbox:
+    from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
+
+    return BubblewrapSandbox(hidden=hidden)
+
+
+def _toolbox() -> Toolbox:
+    from term2.app.tools.toolbox import WorkspaceToolbox
+
+    return WorkspaceToolbox()
+
+
+def _outputs(folder: Path) -> OutputArchive:
+    from term2.adapters.store.output_files import OutputFiles
+
+    return OutputFiles(folder=folder)
+
+
+def _prompt_service(**parts: Any) -> PromptService:
+    from term2.app.prompting import PromptService
+
+    return PromptService(**parts)
+
+
 def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
     return settings.data_dir(env) / "sessions.sqlite3"
 
@@ -97,17 +125,17 @@ class Container(containers.DeclarativeContainer):
     llm_settings: providers.Provider[ProviderSettings] = providers.Singleton(provider_settings, settings, env, catalog)
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
-    sandbox: providers.Provider[Sandbox] = providers.Singleton(BubblewrapSandbox, hidden=own_paths)
-    toolbox: providers.Provider[Toolbox] = providers.Singleton(WorkspaceToolbox)
+    sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths)
+    toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox)
     limits = providers.Callable(_limits, settings)
     budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)
     prices: providers.Provider[Prices | None] = providers.Factory(_prices, llm_settings)
     outputs: providers.Provider[OutputArchive] = providers.Singleton(
-        OutputFiles, folder=providers.Callable(_outputs_path, settings, env)
+        _outputs, folder=providers.Callable(_outputs_path, settings, env)
     )
     sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths)
-    prompts = providers.Singleton(
-        PromptService,
+    prompts: providers.Provider[PromptService] = providers.Singleton(
+        _prompt_service,
         store=store,
         registry=registry,
         llm_factory=llm.provider,
@@ -134,8 +162,12 @@ class Application:
     def __init__(self, container: Container) -> None:
         self.container = container
         self.sessions: SessionService = container.sessions()
-        self.prompts: PromptService = container.prompts()
         self._settings: Settings = container.settings()
+
+    def prompts(self) -> PromptService:
+        """The prompt use case with all a turn needs; the first call imports it (start-up makes
+        that call in a worker thread while sessions are already served)."""
+        return self.container.prompts()
 
     async def preload(self) -> None:
         """Prepare the model's adapter in the background once a session exists, so the first prompt is quick.

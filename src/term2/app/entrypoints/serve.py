@@ -1,9 +1,14 @@
 """`term2 acp`: wire the stdio connection, serve until EOF or a signal, shut down in bounded time.
 
 The protocol server answers `initialize` as soon as the process is up; the
-application behind it (the DI container, pydantic, the store, the tools) is
-built in a worker thread meanwhile, and litellm is imported only once a
-session exists, so an idle editor connection stays small.
+application behind it is built in a worker thread meanwhile, in two steps.
+First the session use case (the DI container, pydantic, the store): from then
+on `session/new`, `session/list` and `session/close` are answered. Then what a
+turn needs (the prompt use case, tools, sandbox, the model's adapter, the wire
+renderers), which `session/prompt` and replays wait for. An editor thus gets
+its session while the rest loads, and the user's first prompt, typed after
+that, finds it loaded. litellm is imported only once a session exists, and
+only for a model that no native wire serves.
 """
 
 from __future__ import annotations
@@ -20,81 +25,117 @@ from anyio.abc import TaskGroup
 
 from term2 import __version__
 from term2.adapters.acp.connection import JsonRpcConnection
+from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
 from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
 from term2.app.entrypoints.lean_imports import import_lean
 
 if TYPE_CHECKING:
-    from term2.adapters.acp.session_methods import SessionMethods
+    from term2.adapters.acp.session_methods import SessionMethods, Turns
     from term2.app.entrypoints.container import Application
+    from term2.app.prompting import PromptService
 
 SHUTDOWN_GRACE_S = 2.0
 
 
 class _Startup:
-    """Builds the application once, off the event loop, and closes it at the end."""
+    """Builds the application once, off the event loop, in two steps, and closes it at the end."""
 
     def __init__(self, settings: Settings, env: Mapping[str, str], tg: TaskGroup) -> None:
         self._settings = settings
         self._env = env
         self._tg = tg
-        self._ready = anyio.Event()
+        self._sessions_ready = anyio.Event()
+        self._turns_ready = anyio.Event()
         self._app: Application | None = None
+        self._prompts: PromptService | None = None
         self._error: BaseException | None = None
         self._preloading = False
 
     async def build(self) -> None:
+        # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
         try:
-            # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
-            self._app = await anyio.to_thread.run_sync(self._build_sync, abandon_on_cancel=True)
-        except Exception as exc:  # reported to every request that needs the application
+            try:
+                self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
+            finally:
+                self._sessions_ready.set()
+            await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
+            self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
+        except Exception as exc:  # reported to every request that needs what failed
             self._error = exc
             import structlog
 
             structlog.get_logger("term2").exception("startup failed")
         finally:
-            self._ready.set()
+            self._turns_ready.set()
 
-    def _build_sync(self) -> Application:
+    def _build_sessions(self) -> Application:
         _import_dependency_injector()
         # Loaded here, off the event loop: these are what the first session request needs.
-        from term2.adapters.acp import session_methods, wire_v1, wire_v2  # noqa: F401
+        from term2.adapters.acp import session_methods  # noqa: F401
         from term2.app.entrypoints.container import build_application
 
         return build_application(self._settings, self._env)
 
-    async def methods(self, connection: JsonRpcConnection, version: int, compaction: bool) -> SessionMethods:
-        """The session methods for the negotiated version, once the application is built."""
-        await self._ready.wait()
-        if self._app is None:
-            from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
+    def _failed(self) -> RpcError:
+        return RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
 
-            raise RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
+    async def methods(self, connection: JsonRpcConnection, version: int, compaction: bool) -> SessionMethods:
+        """The session methods for the negotiated version, once sessions can be served."""
+        await self._sessions_ready.wait()
+        if self._app is None:
+            raise self._failed()
         from term2.adapters.acp.session_methods import SessionMethods
+
+        turns: Turns | None = None
+
+        async def get_turns() -> Turns:
+            nonlocal turns
+            if turns is None:
+                turns = await self._turns(connection, version, compaction)
+            return turns
+
+        return SessionMethods(self._app.sessions, version, get_turns, on_session=self._preload)
+
+    async def _turns(self, connection: JsonRpcConnection, version: int, compaction: bool) -> Turns:
+        await self._turns_ready.wait()
+        if self._prompts is None:
+            raise self._failed()
+        from term2.adapters.acp.approval_bridge import AcpApprover
+        from term2.adapters.acp.session_methods import Turns
         from term2.adapters.acp.updates import AcpUpdateSink
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
 
         sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=compaction))
-        app = self._app
-        return SessionMethods(
-            app.sessions, app.prompts, connection, version, sink, on_session=self._preload
-        )
+        return Turns(self._prompts, sink, AcpApprover(connection, version, sink))
 
     def _preload(self) -> None:
-        if not self._preloading and self._app is not None:
+        if not self._preloading:
             self._preloading = True
-            self._tg.start_soon(self._app.preload)
+            self._tg.start_soon(self._preload_when_ready)
+
+    async def _preload_when_ready(self) -> None:
+        await self._turns_ready.wait()
+        if self._app is not None and self._prompts is not None:
+            await self._app.preload()
 
     async def aclose(self) -> None:
         if self._app is not None:
             await self._app.shutdown()
 
 
+def _import_turn_modules() -> None:
+    """The wire renderers and the approval bridge, which a connection's first prompt or replay
+    builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it."""
+    import_lean("httpx")
+    from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
+
+
 def _import_dependency_injector() -> None:
     """The application's libraries, without their optional parts (see `lean_imports`)."""
-    for module in ("dependency_injector.providers", "dependency_injector.containers", "httpx"):
+    for module in ("dependency_injector.providers", "dependency_injector.containers"):
         import_lean(module)
 
 

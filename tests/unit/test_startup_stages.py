@@ -1,0 +1,121 @@
+"""Start-up in two steps: sessions are served while what a turn needs still loads.
+
+`_Startup` is driven with a stand-in application whose turn half is held
+back by a gate the test opens, so the order is observed, not timed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+
+from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
+from term2.app.config import Settings
+from term2.app.entrypoints import serve
+
+
+@dataclass(frozen=True)
+class _Session:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class _Opened:
+    session: _Session
+
+
+class _Sessions:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def new(self, cwd: str) -> _Opened:
+        self.created.append(cwd)
+        return _Opened(_Session(f"s{len(self.created)}"))
+
+
+class _Prompts:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def cancel(self, session_id: str) -> None:
+        self.cancelled.append(session_id)
+
+
+class _App:
+    """Sessions at once; `prompts()` (called in a worker thread) waits for `gate`, or fails."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sessions = _Sessions()
+        self.turn_part = _Prompts()
+        self.gate = threading.Event()
+        self.fail = fail
+        self.preloaded = False
+
+    def prompts(self) -> _Prompts:
+        self.gate.wait(10)
+        if self.fail:
+            raise RuntimeError("the tools could not load")
+        return self.turn_part
+
+    async def preload(self) -> None:
+        self.preloaded = True
+
+    async def shutdown(self) -> None:
+        pass
+
+
+def _startup(app: _App, tg: Any, monkeypatch: pytest.MonkeyPatch) -> serve._Startup:
+    startup = serve._Startup(Settings(model="openai/x"), {}, tg)
+    monkeypatch.setattr(startup, "_build_sessions", lambda: app)
+    return startup
+
+
+@pytest.mark.anyio
+async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = _App()
+    async with anyio.create_task_group() as tg:
+        startup = _startup(app, tg, monkeypatch)
+        tg.start_soon(startup.build)
+        with anyio.fail_after(10):
+            methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+            reply = await methods.new({"cwd": "/w", "mcpServers": []})
+        assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
+        assert not app.gate.is_set() and not app.preloaded  # the turn part is still held back
+
+        cancelled = anyio.Event()
+
+        async def cancel() -> None:
+            await methods.cancel({"sessionId": "s1"})  # waits for the turn part, then reaches it
+            cancelled.set()
+
+        tg.start_soon(cancel)
+        await anyio.sleep(0.05)
+        assert not cancelled.is_set() and app.turn_part.cancelled == []
+        app.gate.set()
+        with anyio.fail_after(10):
+            await cancelled.wait()
+        assert app.turn_part.cancelled == ["s1"]
+        with anyio.fail_after(10):
+            while not app.preloaded:  # preloading waited for the turn part too
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_a_turn_part_that_fails_to_load_leaves_sessions_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = _App(fail=True)
+    app.gate.set()
+    async with anyio.create_task_group() as tg:
+        startup = _startup(app, tg, monkeypatch)
+        tg.start_soon(startup.build)
+        with anyio.fail_after(10):
+            methods = await startup.methods(object(), 2, False)  # type: ignore[arg-type]
+            assert await methods.new({"cwd": "/w"}) == {"sessionId": "s1"}
+            with pytest.raises(RpcError) as refused:
+                await methods.prompt({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]})
+        assert refused.value.code == INTERNAL_ERROR
+        assert "term2 failed to start: the tools could not load" in refused.value.message
+        assert not app.preloaded
