@@ -430,7 +430,11 @@ class Expect:
         if via_batch != self.batch:
             return False
         if "result" in answer:
-            return self.result_ok
+            # Requests may share an id; only session/new answers with a session id, so a result is
+            # matched to its own method when answers to one id come back in either order.
+            result = answer["result"]
+            opens = isinstance(result, dict) and isinstance(result.get("sessionId"), str)
+            return self.result_ok and opens == (self.method == "session/new")
         error = answer.get("error")
         return isinstance(error, dict) and error.get("code") in self.codes
 

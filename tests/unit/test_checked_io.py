@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from term2.app.tools.anchored import open_folder, open_regular, read_upto, write_whole
-from term2.app.tools.base import ToolFailed
+from term2.app.tools.failure import ToolFailed
 
 
 @pytest.fixture

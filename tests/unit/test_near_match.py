@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from term2.app.tools.base import ToolFailed
 from term2.app.tools.edit import edit_file
+from term2.app.tools.failure import ToolFailed
 from term2.domain.near_match import closest_lines
 
 SOURCE = "\n".join(

@@ -53,9 +53,11 @@ class _App:
         self.turn_part = _Prompts()
         self.gate = threading.Event()
         self.fail = fail
+        self.asked = threading.Event()
         self.preloaded = False
 
     def prompts(self) -> _Prompts:
+        self.asked.set()
         self.gate.wait(10)
         if self.fail:
             raise RuntimeError("the tools could not load")
@@ -82,9 +84,15 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
             methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+        await anyio.sleep(0.05)
+        assert not app.asked.is_set()  # the turn part waits for a session, not to compete with it
+        with anyio.fail_after(10):
             reply = await methods.new({"cwd": "/w", "mcpServers": []})
         assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
-        assert not app.gate.is_set() and not app.preloaded  # the turn part is still held back
+        with anyio.fail_after(10):
+            while not app.asked.is_set():  # opening the session started loading the turn part
+                await anyio.sleep(0.01)
+        assert not app.preloaded  # and preparing the adapter waits for it
 
         cancelled = anyio.Event()
 

@@ -1,6 +1,6 @@
-"""The request models term2 validates with (`adapters/acp/params.py`) agree with the generated wire types.
+"""The requests term2 validates (`adapters/acp/params.py`) agree with the generated wire types.
 
-term2 checks what it receives with its own pydantic models, more lenient than the
+term2 checks what it receives with its own validators, more lenient than the
 schema on purpose (v1's `mcpServers` may be left out, for one). What they must not
 do is read a field the schema does not define or require one the schema leaves
 optional: that would refuse valid requests. Those two rules are checked here,
@@ -11,31 +11,31 @@ from __future__ import annotations
 
 import typing
 from types import ModuleType
+from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from term2.adapters.acp import params as p
 from term2.adapters.acp.wire_types import v1, v2
 
-# (model, schema module, definition, fields the model has that this version never reads)
-CASES: list[tuple[type[BaseModel], ModuleType, str, frozenset[str]]] = [
-    (p.NewSession, v1, "NewSessionRequest", frozenset()),
-    (p.NewSession, v2, "NewSessionRequest", frozenset()),
-    (p.ListSessions, v1, "ListSessionsRequest", frozenset()),
-    (p.ListSessions, v2, "ListSessionsRequest", frozenset()),
-    (p.ResumeSession, v1, "ResumeSessionRequest", frozenset({"replayFrom"})),  # v1 resumes without replay
-    (p.ResumeSession, v1, "LoadSessionRequest", frozenset({"replayFrom"})),
-    (p.ResumeSession, v2, "ResumeSessionRequest", frozenset()),
-    (p.ReplayFrom, v2, "ReplayFromStartVariant", frozenset()),
-    (p.SessionRef, v1, "CloseSessionRequest", frozenset()),
-    (p.SessionRef, v2, "CloseSessionRequest", frozenset()),
-    (p.Prompt, v1, "PromptRequest", frozenset()),
-    (p.Prompt, v2, "PromptRequest", frozenset()),
-    (p._Text, v1, "ContentBlockText", frozenset()),
-    (p._Text, v2, "ContentBlockText", frozenset()),
-    (p._Link, v1, "ContentBlockResourceLink", frozenset()),
-    (p._Link, v2, "ContentBlockResourceLink", frozenset()),
+# (request, its name, schema module, definition, fields the request has that this version never reads)
+CASES: list[tuple[p.Request[Any], str, ModuleType, str, frozenset[str]]] = [
+    (p.NEW_SESSION, "NEW_SESSION", v1, "NewSessionRequest", frozenset()),
+    (p.NEW_SESSION, "NEW_SESSION", v2, "NewSessionRequest", frozenset()),
+    (p.LIST_SESSIONS, "LIST_SESSIONS", v1, "ListSessionsRequest", frozenset()),
+    (p.LIST_SESSIONS, "LIST_SESSIONS", v2, "ListSessionsRequest", frozenset()),
+    (p.RESUME_SESSION, "RESUME_SESSION", v1, "ResumeSessionRequest", frozenset({"replayFrom"})),  # no replay in v1
+    (p.RESUME_SESSION, "RESUME_SESSION", v1, "LoadSessionRequest", frozenset({"replayFrom"})),
+    (p.RESUME_SESSION, "RESUME_SESSION", v2, "ResumeSessionRequest", frozenset()),
+    (p.REPLAY_FROM, "REPLAY_FROM", v2, "ReplayFromStartVariant", frozenset()),
+    (p.SESSION_REF, "SESSION_REF", v1, "CloseSessionRequest", frozenset()),
+    (p.SESSION_REF, "SESSION_REF", v2, "CloseSessionRequest", frozenset()),
+    (p.PROMPT, "PROMPT", v1, "PromptRequest", frozenset()),
+    (p.PROMPT, "PROMPT", v2, "PromptRequest", frozenset()),
+    (p.TEXT_BLOCK, "TEXT_BLOCK", v1, "ContentBlockText", frozenset()),
+    (p.TEXT_BLOCK, "TEXT_BLOCK", v2, "ContentBlockText", frozenset()),
+    (p.LINK_BLOCK, "LINK_BLOCK", v1, "ContentBlockResourceLink", frozenset()),
+    (p.LINK_BLOCK, "LINK_BLOCK", v2, "ContentBlockResourceLink", frozenset()),
 ]
 
 
@@ -46,20 +46,35 @@ def _schema_keys(typed_dict: type) -> tuple[set[str], set[str]]:
     return required, set(hints)
 
 
-def _model_keys(model: type[BaseModel]) -> tuple[set[str], set[str]]:
-    fields = {info.alias or name: info for name, info in model.model_fields.items()}
-    return {key for key, info in fields.items() if info.is_required()}, set(fields)
+@pytest.mark.parametrize(
+    ("request_", "name", "module", "definition", "unread"),
+    CASES,
+    ids=[f"{n}-{mod.__name__.rsplit('.', 1)[1]}-{d}" for _, n, mod, d, _ in CASES],
+)
+def test_request_reads_only_schema_fields_and_requires_no_more(
+    request_: p.Request[Any], name: str, module: ModuleType, definition: str, unread: frozenset[str]
+) -> None:
+    schema_required, schema_fields = _schema_keys(getattr(module, definition))
+    fields = request_.required | request_.optional
+    assert fields - unread <= schema_fields, f"{name} reads fields {definition} does not define"
+    assert request_.required <= schema_required, f"{name} requires fields {definition} leaves optional"
 
 
 @pytest.mark.parametrize(
-    ("model", "module", "definition", "unread"),
-    CASES,
-    ids=[f"{m.__name__}-{mod.__name__.rsplit('.', 1)[1]}-{d}" for m, mod, d, _ in CASES],
+    ("request_", "typed"),
+    [
+        (p.NEW_SESSION, p.NewSession),
+        (p.LIST_SESSIONS, p.ListSessions),
+        (p.REPLAY_FROM, p.ReplayFrom),
+        (p.RESUME_SESSION, p.ResumeSession),
+        (p.SESSION_REF, p.SessionRef),
+        (p.PROMPT, p.Prompt),
+        (p.TEXT_BLOCK, p._Text),
+        (p.LINK_BLOCK, p._Link),
+    ],
 )
-def test_request_model_reads_only_schema_fields_and_requires_no_more(
-    model: type[BaseModel], module: ModuleType, definition: str, unread: frozenset[str]
-) -> None:
-    schema_required, schema_fields = _schema_keys(getattr(module, definition))
-    model_required, model_fields = _model_keys(model)
-    assert model_fields - unread <= schema_fields, f"{model.__name__} reads fields {definition} does not define"
-    assert model_required <= schema_required, f"{model.__name__} requires fields {definition} leaves optional"
+def test_code_reads_only_keys_its_validator_checked(request_: p.Request[Any], typed: type) -> None:
+    """The TypedDict the methods read and the validator beside it name the same fields."""
+    keys = set(typing.get_type_hints(typed))
+    assert keys <= request_.required | request_.optional
+    assert request_.required - {"type"} <= keys  # a block's `type` is checked, never read back

@@ -22,7 +22,7 @@ import anyio
 import structlog
 
 from term2.app.tools.anchored import FILE_READ, open_folder, open_in, read_upto
-from term2.app.tools.base import ToolFailed
+from term2.app.tools.failure import ToolFailed
 from term2.domain.instructions import (
     CANDIDATES,
     FILE_LIMIT,

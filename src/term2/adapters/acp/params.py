@@ -1,78 +1,124 @@
-"""Request parameters as pydantic models: the boundary where client input is checked.
+"""Request parameters, checked by pydantic-core validators: the boundary where client input is checked.
 
 Unknown keys (including `_meta`) are accepted and ignored, as ACP's
 extensibility rules require; wrong types and missing fields become -32602
-with a message naming the field. The models are deliberately more lenient than
-the schema (v1's `mcpServers` may be omitted); that they read only fields the
-schema defines and require none it leaves optional is checked against the
+with a message naming the field. The requests are deliberately more lenient
+than the schema (v1's `mcpServers` may be omitted); that they read only fields
+the schema defines and require none it leaves optional is checked against the
 generated wire types (`tests/unit/test_wire_params_schema.py`, ADR 0012).
+
+Why core schemas and not `BaseModel`s: the first BaseModel a process defines
+costs ~170 ms of pydantic imports and schema building on the machines we
+measure, and `session/new` would wait for it; pydantic-core, pydantic's own
+engine, validates a core schema with the same rules and messages and builds
+one in microseconds (ADR 0018). Each request is a TypedDict for the code that
+reads it and a `Request` holding the validator for it, declared side by side.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from collections.abc import Mapping
+from typing import Any, Generic, TypedDict, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import SchemaValidator, ValidationError
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 from term2.domain.content import ContentBlock, ResourceLink, TextBlock
 
-T = TypeVar("T", bound=BaseModel)
+T = TypeVar("T")
+Schema = dict[str, Any]
+
+STR: Schema = {"type": "str"}
+LIST: Schema = {"type": "list"}
+OBJECT: Schema = {"type": "dict", "keys_schema": STR}
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
-
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+def _or_none(schema: Schema) -> Schema:
+    return {"type": "nullable", "schema": schema}
 
 
-class NewSession(_Params):
+class Request(Generic[T]):
+    """The fields of one request object (wire names): those it requires, and optional ones (None when absent)."""
+
+    def __init__(self, required: Mapping[str, Schema], optional: Mapping[str, Schema] = {}, meta: bool = True) -> None:
+        self.required = frozenset(required)
+        self.optional = frozenset(optional) | ({"_meta"} if meta else set())
+        fields: dict[str, Schema] = {
+            name: {"type": "typed-dict-field", "schema": schema} for name, schema in required.items()
+        }
+        for name, schema in {**optional, **({"_meta": OBJECT} if meta else {})}.items():
+            defaulted = {"type": "default", "schema": _or_none(schema), "default": None}
+            fields[name] = {"type": "typed-dict-field", "schema": defaulted, "required": False}
+        self.schema: Schema = {"type": "typed-dict", "fields": fields, "extra_behavior": "ignore"}
+        self.validator = SchemaValidator(self.schema)
+
+
+class NewSession(TypedDict):
     cwd: str
-    mcp_servers: list[Any] | None = Field(default=None, alias="mcpServers")
-    additional_directories: list[Any] | None = Field(default=None, alias="additionalDirectories")
+    mcpServers: list[Any] | None
+    additionalDirectories: list[Any] | None
 
 
-class ListSessions(_Params):
-    cwd: str | None = None
-    cursor: str | None = None
+NEW_SESSION = Request[NewSession]({"cwd": STR}, {"mcpServers": LIST, "additionalDirectories": LIST})
 
 
-class ReplayFrom(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ListSessions(TypedDict):
+    cwd: str | None
+    cursor: str | None
+
+
+LIST_SESSIONS = Request[ListSessions]({}, {"cwd": STR, "cursor": STR})
+
+
+class ReplayFrom(TypedDict):
     type: str
 
 
-class ResumeSession(_Params):
-    session_id: str = Field(alias="sessionId")
+REPLAY_FROM = Request[ReplayFrom]({"type": STR}, meta=False)
+
+
+class ResumeSession(TypedDict):
+    sessionId: str
     cwd: str
-    mcp_servers: list[Any] | None = Field(default=None, alias="mcpServers")
-    additional_directories: list[Any] | None = Field(default=None, alias="additionalDirectories")
-    replay_from: ReplayFrom | None = Field(default=None, alias="replayFrom")
+    mcpServers: list[Any] | None
+    additionalDirectories: list[Any] | None
+    replayFrom: ReplayFrom | None
 
 
-class SessionRef(_Params):
-    session_id: str = Field(alias="sessionId")
+RESUME_SESSION = Request[ResumeSession](
+    {"sessionId": STR, "cwd": STR},
+    {"mcpServers": LIST, "additionalDirectories": LIST, "replayFrom": REPLAY_FROM.schema},
+)
 
 
-class _Block(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    type: str
+class SessionRef(TypedDict):
+    sessionId: str
 
 
-class _Text(_Block):
-    type: Literal["text"]
+SESSION_REF = Request[SessionRef]({"sessionId": STR})
+
+
+class Prompt(TypedDict):
+    sessionId: str
+    prompt: list[dict[str, Any]]
+
+
+PROMPT = Request[Prompt]({"sessionId": STR, "prompt": {"type": "list", "items_schema": OBJECT}})
+
+
+class _Text(TypedDict):
     text: str
 
 
-class _Link(_Block):
-    type: Literal["resource_link"]
+TEXT_BLOCK = Request[_Text]({"type": {"type": "literal", "expected": ["text"]}, "text": STR})
+
+
+class _Link(TypedDict):
     uri: str
     name: str
 
 
-class Prompt(_Params):
-    session_id: str = Field(alias="sessionId")
-    prompt: list[dict[str, Any]]
+LINK_BLOCK = Request[_Link]({"type": {"type": "literal", "expected": ["resource_link"]}, "uri": STR, "name": STR})
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -93,11 +139,11 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def parse(model: type[T], params: Any, method: str) -> T:
+def parse(request: Request[T], params: Any, method: str) -> T:
     if _has_lone_surrogate(params):
         raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: a string is not valid Unicode (lone surrogate)")
     try:
-        return model.model_validate(params if params is not None else {})
+        return cast(T, request.validator.validate_python(params if params is not None else {}))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()[:5]
@@ -111,10 +157,10 @@ def prompt_blocks(raw: list[dict[str, Any]]) -> tuple[ContentBlock, ...]:
     for index, item in enumerate(raw):
         kind = item.get("type")
         if kind == "text":
-            blocks.append(TextBlock(parse(_Text, item, f"session/prompt (prompt[{index}])").text))
+            blocks.append(TextBlock(parse(TEXT_BLOCK, item, f"session/prompt (prompt[{index}])")["text"]))
         elif kind == "resource_link":
-            link = parse(_Link, item, f"session/prompt (prompt[{index}])")
-            blocks.append(ResourceLink(link.uri, link.name))
+            link = parse(LINK_BLOCK, item, f"session/prompt (prompt[{index}])")
+            blocks.append(ResourceLink(link["uri"], link["name"]))
         else:
             raise RpcError(
                 INVALID_PARAMS,

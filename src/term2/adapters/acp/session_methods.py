@@ -86,15 +86,15 @@ class SessionMethods:
         return table
 
     async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse:
-        args = p.parse(p.NewSession, params, "session/new")
-        _refuse_extras(args.mcp_servers, args.additional_directories, "session/new")
-        opened = await self._sessions.new(args.cwd)
+        args = p.parse(p.NEW_SESSION, params, "session/new")
+        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/new")
+        opened = await self._sessions.new(args["cwd"])
         self._on_session()
         return {"sessionId": opened.session.session_id}
 
     async def list(self, params: Any) -> v1.ListSessionsResponse | v2.ListSessionsResponse:
-        args = p.parse(p.ListSessions, params, "session/list")
-        page = await self._sessions.list(args.cwd, args.cursor)
+        args = p.parse(p.LIST_SESSIONS, params, "session/list")
+        page = await self._sessions.list(args["cwd"], args["cursor"])
         result: v1.ListSessionsResponse | v2.ListSessionsResponse = {
             "sessions": [_session_info(s) for s in page.sessions]
         }
@@ -103,24 +103,24 @@ class SessionMethods:
         return result
 
     async def resume(self, params: Any) -> v1.ResumeSessionResponse | v2.ResumeSessionResponse:
-        args = p.parse(p.ResumeSession, params, "session/resume")
-        _refuse_extras(args.mcp_servers, args.additional_directories, "session/resume")
-        replay_from = args.replay_from if self._version == 2 else None
-        if replay_from is not None and replay_from.type != "start":
+        args = p.parse(p.RESUME_SESSION, params, "session/resume")
+        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/resume")
+        replay_from = args["replayFrom"] if self._version == 2 else None
+        if replay_from is not None and replay_from["type"] != "start":
             raise RpcError(
                 INVALID_PARAMS,
-                f"Invalid params for session/resume: unsupported replayFrom type {replay_from.type!r}",
+                f"Invalid params for session/resume: unsupported replayFrom type {replay_from['type']!r}",
             )
-        opened = await self._sessions.reopen(args.session_id, args.cwd)
+        opened = await self._sessions.reopen(args["sessionId"], args["cwd"])
         self._on_session()
         if replay_from is not None:
             await self._replay(opened.session.session_id)
         return {}
 
     async def load(self, params: Any) -> v1.LoadSessionResponse:
-        args = p.parse(p.ResumeSession, params, "session/load")
-        _refuse_extras(args.mcp_servers, args.additional_directories, "session/load")
-        opened = await self._sessions.reopen(args.session_id, args.cwd)
+        args = p.parse(p.RESUME_SESSION, params, "session/load")
+        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/load")
+        opened = await self._sessions.reopen(args["sessionId"], args["cwd"])
         self._on_session()
         await self._replay(opened.session.session_id)
         return {}
@@ -133,8 +133,8 @@ class SessionMethods:
             await sink.replay(session_id, event)
 
     async def close(self, params: Any) -> v1.CloseSessionResponse | v2.CloseSessionResponse:
-        args = p.parse(p.SessionRef, params, "session/close")
-        if not await self._sessions.close(args.session_id):
+        args = p.parse(p.SESSION_REF, params, "session/close")
+        if not await self._sessions.close(args["sessionId"]):
             raise RpcError(
                 INTERNAL_ERROR, "the session's active work did not settle; the session was closed anyway"
             )
@@ -145,17 +145,17 @@ class SessionMethods:
         from term2.domain.turn import StopReason
         from term2.ports.updates import StateChanged
 
-        args = p.parse(p.Prompt, params, "session/prompt")
-        blocks = p.prompt_blocks(args.prompt)
+        args = p.parse(p.PROMPT, params, "session/prompt")
+        blocks = p.prompt_blocks(args["prompt"])
         turns = await self._turns()
-        opened = turns.prompts.admit(args.session_id)
+        opened = turns.prompts.admit(args["sessionId"])
 
         async def run() -> Any:
             return await turns.prompts.run(opened, blocks, turns.sink, turns.approver)
 
         if self._version == 2:
             try:
-                await turns.sink.send(args.session_id, StateChanged("running"))
+                await turns.sink.send(args["sessionId"], StateChanged("running"))
             except BaseException:
                 turns.prompts.release(opened)
                 raise

@@ -23,12 +23,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic_core import ValidationError
 
 from term2.domain.history import HistoryEntry
 from term2.domain.session import Session
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "CodecError",
@@ -44,8 +47,11 @@ _MICROSECOND: Final = timedelta(microseconds=1)
 
 @functools.cache
 def _entries() -> TypeAdapter[HistoryEntry]:
-    """Built on first use: its schema costs ~7 MB and ~20 ms that a process only answering
-    `initialize`, `session/new` or `session/list` never needs."""
+    """Built on first use: its schema costs ~7 MB and ~20 ms, and pydantic's schema machinery
+    ~170 ms more, that a process only answering `initialize`, `session/new` or `session/list`
+    never needs (pydantic is imported here for that reason, not at the top)."""
+    from pydantic import Field, TypeAdapter
+
     return TypeAdapter(Annotated[HistoryEntry, Field(discriminator="entry")])
 
 

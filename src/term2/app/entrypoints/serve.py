@@ -2,12 +2,14 @@
 
 The protocol server answers `initialize` as soon as the process is up; the
 application behind it is built in a worker thread meanwhile, in two steps.
-First the session use case (the DI container, pydantic, the store): from then
-on `session/new`, `session/list` and `session/close` are answered. Then what a
-turn needs (the prompt use case, tools, sandbox, the model's adapter, the wire
-renderers), which `session/prompt` and replays wait for. An editor thus gets
-its session while the rest loads, and the user's first prompt, typed after
-that, finds it loaded. litellm is imported only once a session exists, and
+First the session use case (the DI container, the store, parameter checks):
+from then on `session/new`, `session/list` and `session/close` are answered.
+Then, once a session has been opened (or a turn is asked for), what a turn
+needs (the prompt use case, tools, sandbox, pydantic's schemas, the model's
+adapter, the wire renderers), which `session/prompt` and replays wait for. It
+waits for that first session so as not to compete with it for the
+interpreter: an editor gets its session as soon as possible, and the user's
+first prompt, typed after that, finds the rest loaded. litellm is imported only once a session exists, and
 only for a model that no native wire serves.
 """
 
@@ -47,6 +49,7 @@ class _Startup:
         self._env = env
         self._tg = tg
         self._sessions_ready = anyio.Event()
+        self._turns_wanted = anyio.Event()
         self._turns_ready = anyio.Event()
         self._app: Application | None = None
         self._prompts: PromptService | None = None
@@ -60,6 +63,7 @@ class _Startup:
                 self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
             finally:
                 self._sessions_ready.set()
+            await self._turns_wanted.wait()
             await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
             self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
         except Exception as exc:  # reported to every request that needs what failed
@@ -99,6 +103,7 @@ class _Startup:
         return SessionMethods(self._app.sessions, version, get_turns, on_session=self._preload)
 
     async def _turns(self, connection: JsonRpcConnection, version: int, compaction: bool) -> Turns:
+        self._turns_wanted.set()
         await self._turns_ready.wait()
         if self._prompts is None:
             raise self._failed()
@@ -112,6 +117,8 @@ class _Startup:
         return Turns(self._prompts, sink, AcpApprover(connection, version, sink))
 
     def _preload(self) -> None:
+        """A session was opened: load the turn part now, then prepare the model's adapter."""
+        self._turns_wanted.set()
         if not self._preloading:
             self._preloading = True
             self._tg.start_soon(self._preload_when_ready)

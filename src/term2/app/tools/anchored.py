@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import Iterator
 
-from term2.app.tools.base import ToolFailed
+from term2.app.tools.failure import ToolFailed
 from term2.domain.workspace import is_within
 
 FOLDER = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

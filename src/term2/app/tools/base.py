@@ -21,10 +21,6 @@ from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 
-class ToolFailed(Exception):
-    """The tool ran but could not do its job; the message is meant for the model."""
-
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a run ended: the model's text, the client's content, and success."""

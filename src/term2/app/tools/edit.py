@@ -19,7 +19,8 @@ import anyio.to_thread
 
 from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
-from term2.app.tools.base import Invocation, Outcome, Runner, ToolFailed
+from term2.app.tools.base import Invocation, Outcome, Runner
+from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder

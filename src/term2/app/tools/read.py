@@ -17,7 +17,8 @@ import anyio.to_thread
 
 from term2.app.tools.anchored import capped_lines, open_regular, read_upto
 from term2.app.tools.args import Arguments, optional_int, required_str
-from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.domain.history import Location, ToolKind

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from term2.app.tools.args import ArgumentError, Arguments, optional_int, required_str
-from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.failure import ToolFailed
 from term2.app.tools.read import BYTES_PER_TOKEN, READ_LIMIT_TOKENS, numbered
 from term2.domain.history import ToolKind
 from term2.domain.workspace import Access

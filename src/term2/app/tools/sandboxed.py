@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from term2.app.tools.base import ToolFailed
+from term2.app.tools.failure import ToolFailed
 from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
 
 

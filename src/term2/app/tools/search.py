@@ -29,7 +29,8 @@ from term2.app.tools.args import (
     optional_str,
     required_str,
 )
-from term2.app.tools.base import Invocation, Outcome, ToolFailed
+from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import looks_binary
 from term2.app.tools.paths import display, folder_of, resolve
 from term2.app.tools.walk import IgnoreRules, walk

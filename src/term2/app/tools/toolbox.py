@@ -16,8 +16,9 @@ import anyio
 import structlog
 
 from term2.app.tools.args import ArgumentError, parse_arguments
-from term2.app.tools.base import Invocation, Outcome, Runner, Tool, ToolFailed
+from term2.app.tools.base import Invocation, Outcome, Runner, Tool
 from term2.app.tools.edit import EditFile, WriteFile
+from term2.app.tools.failure import ToolFailed
 from term2.app.tools.gate import authorize, denial_message
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from term2.app.tools.anchored import FOLDER_READ, open_folder, open_regular, read_upto
-from term2.app.tools.base import ToolFailed
+from term2.app.tools.failure import ToolFailed
 from term2.domain.workspace import is_within
 
 ALWAYS_SKIPPED = frozenset({".git"})
