@@ -18,7 +18,7 @@ from term2.adapters.llm.scripted import ScriptedProvider, text_response, tool_ca
 from term2.adapters.sandbox.scripted import ScriptedSandbox
 from term2.adapters.store.memory_store import InMemorySessionStore
 from term2.app.config import Settings
-from term2.app.entrypoints.container import Container, build_container
+from term2.app.entrypoints.container import Application, Container, build_container
 from term2.domain.content import TextBlock
 from term2.domain.history import AgentMessage, ToolCall, ToolStatus, UserMessage
 from term2.domain.transcript import ModelMessage
@@ -162,3 +162,24 @@ async def test_with_no_model_the_turn_fails_and_the_prompt_is_kept(tmp_path: Pat
     history = [e async for e in container.store().history(session.session_id)]
     assert [type(e) for e in history][:1] == [UserMessage]
     assert any(isinstance(e, AgentMessage) and "no model configured" in e.text for e in history)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("turn_part", [False, True])
+async def test_shutdown_closes_the_adapter_only_when_a_turn_part_could_have_made_one(turn_part: bool) -> None:
+    """Exit must not build (and import) a model adapter that no turn ever used."""
+    made: list[ScriptedProvider] = []
+
+    def make() -> ScriptedProvider:
+        made.append(ScriptedProvider([]))
+        return made[-1]
+
+    container = build_container(Settings(model="openai/fake"), {})
+    container.store.override(providers.Singleton(InMemorySessionStore))
+    container.sandbox.override(providers.Object(ScriptedSandbox()))
+    container.llm.override(providers.Singleton(make))
+    app = Application(container)
+    if turn_part:
+        app.prompts()
+    await app.shutdown()
+    assert len(made) == (1 if turn_part else 0)

@@ -163,10 +163,12 @@ class Application:
         self.container = container
         self.sessions: SessionService = container.sessions()
         self._settings: Settings = container.settings()
+        self._turn_part = False
 
     def prompts(self) -> PromptService:
         """The prompt use case with all a turn needs; the first call imports it (start-up makes
         that call in a worker thread while sessions are already served)."""
+        self._turn_part = True
         return self.container.prompts()
 
     async def preload(self) -> None:
@@ -193,10 +195,11 @@ class Application:
     async def shutdown(self) -> None:
         # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.
         structlog.get_logger("term2").debug("shutting down", litellm_loaded="litellm" in sys.modules)
-        try:
-            await self.container.llm().aclose()
-        except Exception:  # no model configured, or a provider that failed to close: nothing to keep
-            pass
+        if self._turn_part:  # without it no adapter was made, and making one now would only cost the exit
+            try:
+                await self.container.llm().aclose()
+            except Exception:  # no model configured, or a provider that failed to close: nothing to keep
+                pass
         await self.container.store().aclose()
 
 
