@@ -114,6 +114,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "files": {".config/term2/config.toml": '[providers.openai]\nwire = "litellm"\n'},
     },
+    # Not agents: the least a Python program does to reach a first reply (floor_agent.py), alone and
+    # after importing term2's stack, so the table shows what any Python agent starts from.
+    "floor": {
+        "argv": ["{python}", "{repo}/benchmarks/peers/floor_agent.py"],
+        "env": {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "{base_url}/v1"},
+    },
+    "floor-stack": {
+        "argv": ["{python}", "{repo}/benchmarks/peers/floor_agent.py", "--libs", "stack"],
+        "env": {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "{base_url}/v1"},
+    },
     "codex": {
         # A custom provider (no login needed). codex 0.16 only speaks the OpenAI Responses
         # API (`wire_api = "chat"` is rejected at startup); the fake serves /v1/responses.
@@ -781,7 +791,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument(
         "--preset",
-        default="term2,term2-litellm,codex,claude,gemini",
+        default="term2,term2-litellm,codex,claude,gemini,floor,floor-stack",
         help="comma-separated built-in agents ('' for none)",
     )
     parser.add_argument("--peers-prefix", default=os.environ.get("PEERS_PREFIX", "/tmp/term2-peers"))
