@@ -40,13 +40,17 @@ def _or_none(schema: Schema) -> Schema:
 class Request(Generic[T]):
     """The fields of one request object (wire names): those it requires, and optional ones (None when absent)."""
 
-    def __init__(self, required: Mapping[str, Schema], optional: Mapping[str, Schema] = {}, meta: bool = True) -> None:
+    def __init__(
+        self, required: Mapping[str, Schema], optional: Mapping[str, Schema] | None = None, meta: bool = True
+    ) -> None:
+        """``meta``: the object may carry ACP's ``_meta`` (an object or null), as every request does."""
+        optional = {**(optional or {}), **({"_meta": OBJECT} if meta else {})}
         self.required = frozenset(required)
-        self.optional = frozenset(optional) | ({"_meta"} if meta else set())
+        self.optional = frozenset(optional)
         fields: dict[str, Schema] = {
             name: {"type": "typed-dict-field", "schema": schema} for name, schema in required.items()
         }
-        for name, schema in {**optional, **({"_meta": OBJECT} if meta else {})}.items():
+        for name, schema in optional.items():
             defaulted = {"type": "default", "schema": _or_none(schema), "default": None}
             fields[name] = {"type": "typed-dict-field", "schema": defaulted, "required": False}
         self.schema: Schema = {"type": "typed-dict", "fields": fields, "extra_behavior": "ignore"}
