@@ -127,3 +127,20 @@ async def test_a_turn_part_that_fails_to_load_leaves_sessions_working(monkeypatc
         assert refused.value.code == INTERNAL_ERROR
         assert "term2 failed to start: the tools could not load" in refused.value.message
         assert not app.preloaded
+
+
+@pytest.mark.anyio
+async def test_a_session_half_that_fails_to_load_is_reported_to_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> _App:
+        raise OSError("the data folder is read-only")
+
+    async with anyio.create_task_group() as tg:
+        startup = serve._Startup(Settings(model="openai/x"), {}, tg)
+        monkeypatch.setattr(startup, "_build_sessions", broken)
+        with anyio.fail_after(10):
+            await startup.build()  # ends: nothing waits for a turn part that cannot come
+            for _ in range(2):
+                with pytest.raises(RpcError) as refused:
+                    await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+                assert refused.value.code == INTERNAL_ERROR
+                assert refused.value.message == "term2 failed to start: the data folder is read-only"

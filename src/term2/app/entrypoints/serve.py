@@ -59,20 +59,27 @@ class _Startup:
     async def build(self) -> None:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
         try:
-            try:
-                self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
-            finally:
-                self._sessions_ready.set()
-            await self._turns_wanted.wait()
-            await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
-            self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
-        except Exception as exc:  # reported to every request that needs what failed
-            self._error = exc
-            import structlog
-
-            structlog.get_logger("term2").exception("startup failed")
+            self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
+        except Exception as exc:
+            self._failed_with(exc)
+        finally:
+            self._sessions_ready.set()
+        try:
+            if self._app is not None:
+                await self._turns_wanted.wait()
+                await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
+                self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
+        except Exception as exc:
+            self._failed_with(exc)
         finally:
             self._turns_ready.set()
+
+    def _failed_with(self, exc: Exception) -> None:
+        """Kept for every request that needs what failed (it is told why), and logged once."""
+        self._error = exc
+        import structlog
+
+        structlog.get_logger("term2").exception("startup failed")
 
     def _build_sessions(self) -> Application:
         _import_dependency_injector()
