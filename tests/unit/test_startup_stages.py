@@ -113,6 +113,29 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
 
 
 @pytest.mark.anyio
+async def test_requests_that_wait_for_the_turn_part_together_share_one_sink_and_approver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = _App()
+    got: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        startup = _startup(app, tg, monkeypatch)
+        tg.start_soon(startup.build)
+        with anyio.fail_after(10):
+            methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+
+            async def ask() -> None:
+                got.append(await methods._turns())
+
+            async with anyio.create_task_group() as asking:
+                for _ in range(3):
+                    asking.start_soon(ask)
+                await anyio.sleep(0.05)
+                app.gate.set()
+    assert len(got) == 3 and got[0] is got[1] is got[2]
+
+
+@pytest.mark.anyio
 async def test_a_turn_part_that_fails_to_load_leaves_sessions_working(monkeypatch: pytest.MonkeyPatch) -> None:
     app = _App(fail=True)
     app.gate.set()

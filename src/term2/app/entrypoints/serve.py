@@ -5,12 +5,12 @@ application behind it is built in a worker thread meanwhile, in two steps.
 First the session use case (the DI container, the store, parameter checks):
 from then on `session/new`, `session/list` and `session/close` are answered.
 Then, once a session has been opened (or a turn is asked for), what a turn
-needs (the prompt use case, tools, sandbox, pydantic's schemas, the model's
-adapter, the wire renderers), which `session/prompt` and replays wait for. It
-waits for that first session so as not to compete with it for the
-interpreter: an editor gets its session as soon as possible, and the user's
-first prompt, typed after that, finds the rest loaded. litellm is imported only once a session exists, and
-only for a model that no native wire serves.
+needs (the prompt use case, tools, sandbox, the model's adapter, the wire
+renderers), which `session/prompt` and replays wait for. It waits for that
+first session so as not to compete with it for the interpreter: an editor
+gets its session as soon as possible, and the user's first prompt, typed
+after that, finds the rest loaded. litellm is imported only once a session
+exists, and only for a model that no native wire serves.
 """
 
 from __future__ import annotations
@@ -100,11 +100,13 @@ class _Startup:
         from term2.adapters.acp.session_methods import SessionMethods
 
         turns: Turns | None = None
+        making = anyio.Lock()  # one sink and one approver per connection, however many ask at once
 
         async def get_turns() -> Turns:
             nonlocal turns
-            if turns is None:
-                turns = await self._turns(connection, version, compaction)
+            async with making:
+                if turns is None:
+                    turns = await self._turns(connection, version, compaction)
             return turns
 
         return SessionMethods(self._app.sessions, version, get_turns, on_session=self._preload)
