@@ -1,6 +1,6 @@
 """The session methods of ACP v1 and v2 over the application's use cases.
 
-Loaded with the application, off the `initialize` path: this is where pydantic
+Loaded with the application, off the `initialize` path: this is where pydantic-core
 checks parameters and the use cases run. Results are typed with the schemas'
 definitions; where v1 and v2 share a result shape, one literal serves both.
 
