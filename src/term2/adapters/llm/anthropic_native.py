@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 
 from term2.adapters.llm.anthropic_wire import AnthropicStream, messages_body
-from term2.adapters.llm.native_http import SSEClient, drain, event_json, wire_model
-from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
+from term2.adapters.llm.native_http import SSEClient, stream_events, wire_model
+from term2.ports.llm import CompletionRequest, LLMEvent, ProviderSettings
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_ANTHROPIC_BASE", "AnthropicMessagesProvider"]
 
@@ -67,22 +67,17 @@ class AnthropicMessagesProvider:
         return messages_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
-        """Yield deltas (and reasoning blocks) as they arrive, then tool calls, usage and exactly one Finished."""
-        model = self._settings.model
-        state = AnthropicStream(model, self._settings.context_window)
+        """Yield deltas (and reasoning blocks) as they arrive, then tool calls, usage and exactly one Finished.
+
+        An async generator, so the body is built and every error raised while iterating, as the port expects.
+        """
+        state = AnthropicStream(self._settings.model, self._settings.context_window)
         url = messages_url(self._base)
-        async with aclosing(self._http.events(url, self._headers(), self.body(request))) as events:
-            async for event in events:
-                for item in state.feed(event.event, event_json(event.data, model)):
-                    yield item
-                if state.complete:
-                    break
-            if state.complete:
-                await drain(events)
-        if not (state.complete or state.stop_reason):
-            raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
-        for item in state.finish_events():
-            yield item
+        model = self._settings.model
+        events = stream_events(self._http, url, self._headers(), self.body(request), state, model)
+        async with aclosing(events):
+            async for item in events:
+                yield item
 
     async def prepare(self) -> None:
         """Build the HTTP client (httpcore, the CA bundle) before the first request needs it."""

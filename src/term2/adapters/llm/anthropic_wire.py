@@ -16,6 +16,7 @@ from typing import Any
 
 from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.litellm_wire import finish_reason
+from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
     ChatMessage,
     CompletionRequest,
@@ -261,6 +262,19 @@ class AnthropicStream:
     stop_reason: str | None = None
     complete: bool = False
     _usage: dict[str, int] = field(default_factory=dict)
+
+    def feed_sse(self, event: SSEEvent) -> list[LLMEvent]:
+        return self.feed(event.event, event_json(event.data, self.model))
+
+    @property
+    def ended(self) -> bool:
+        """``message_stop`` arrived."""
+        return self.complete
+
+    @property
+    def whole(self) -> bool:
+        """``message_stop``, or at least the stop reason (a server that omits ``message_stop``)."""
+        return self.complete or self.stop_reason is not None
 
     def feed(self, name: str, payload: dict[str, Any]) -> list[LLMEvent]:
         kind = str(payload.get("type") or name)

@@ -11,21 +11,21 @@ here: the agent loop owns retry policy.
 
 from __future__ import annotations
 
-import json
 import os
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any
+from contextlib import aclosing
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 import httpx
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
-from term2.adapters.llm.sse import SSEDecoder, SSEEvent
-from term2.ports.llm import LLMError, ProviderSettings
+from term2.adapters.llm.sse import SSEDecoder, SSEEvent, event_json
+from term2.ports.llm import LLMError, LLMEvent, ProviderSettings
 
-__all__ = ["SSEClient", "drain", "event_json", "timeout_for", "tls_for", "wire_model"]
+__all__ = ["SSEClient", "WireStream", "event_json", "stream_events", "timeout_for", "tls_for", "wire_model"]
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
@@ -81,13 +81,47 @@ async def drain(events: AsyncIterator[SSEEvent], seconds: float = _DRAIN_S) -> N
             pass
 
 
-def event_json(data: str, model: str) -> dict[str, Any]:
-    """One SSE event's JSON object; a non-object is empty, unreadable data a provider error."""
-    try:
-        payload = json.loads(data)
-    except ValueError as exc:
-        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
-    return payload if isinstance(payload, dict) else {}
+class WireStream(Protocol):
+    """A wire's stream state (`OpenAIStream`, `AnthropicStream`) as `stream_events` drives it."""
+
+    @property
+    def ended(self) -> bool:
+        """The provider's terminal event arrived: nothing more is read but the drain."""
+        ...
+
+    @property
+    def whole(self) -> bool:
+        """What arrived is a whole answer (some servers omit the terminal event after it)."""
+        ...
+
+    def feed_sse(self, event: SSEEvent) -> list[LLMEvent]: ...
+
+    def finish_events(self) -> list[LLMEvent]: ...
+
+
+async def stream_events(
+    http: SSEClient, url: str, headers: Mapping[str, str], body: dict[str, Any], state: WireStream, model: str
+) -> AsyncGenerator[LLMEvent, None]:
+    """One native streaming request, the same for every wire: deltas as ``state`` folds them, then its closing events.
+
+    The events iterator is closed on every exit (`aclosing`), so a consumer that
+    stops early or is cancelled hangs up on the provider; after the terminal
+    event the rest of the body is drained so the connection can be reused; a
+    stream that ends before the answer is whole is a provider error, never a
+    silently truncated reply.
+    """
+    async with aclosing(http.events(url, headers, body)) as events:
+        async for event in events:
+            for item in state.feed_sse(event):
+                yield item
+            if state.ended:
+                break
+        if state.ended:
+            await drain(events)
+    if not state.whole:
+        raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
+    for item in state.finish_events():
+        yield item
 
 
 class SSEClient:

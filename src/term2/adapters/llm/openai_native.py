@@ -19,9 +19,9 @@ from contextlib import aclosing
 
 import httpx
 
-from term2.adapters.llm.native_http import SSEClient, drain, event_json, wire_model
+from term2.adapters.llm.native_http import SSEClient, stream_events, wire_model
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
-from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, ProviderSettings
+from term2.ports.llm import CompletionRequest, LLMEvent, ProviderSettings
 
 __all__ = ["DEFAULT_OPENAI_BASE", "OpenAIChatProvider"]
 
@@ -58,24 +58,17 @@ class OpenAIChatProvider:
         return chat_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
-        """Yield deltas as they arrive, then tool calls, usage and exactly one Finished."""
-        model = self._settings.model
-        state = OpenAIStream(model, self._settings.context_window)
-        done = False
+        """Yield deltas as they arrive, then tool calls, usage and exactly one Finished.
+
+        An async generator, so the body is built and every error raised while iterating, as the port expects.
+        """
+        state = OpenAIStream(self._settings.model, self._settings.context_window)
         url = f"{self._base}/chat/completions"
-        async with aclosing(self._http.events(url, self._headers(), self.body(request))) as events:
-            async for event in events:
-                if event.is_done:
-                    done = True
-                    break
-                for item in state.feed(event_json(event.data, model)):
-                    yield item
-            if done:
-                await drain(events)
-        if not (done or state.complete):
-            raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
-        for item in state.finish_events():
-            yield item
+        model = self._settings.model
+        events = stream_events(self._http, url, self._headers(), self.body(request), state, model)
+        async with aclosing(events):
+            async for item in events:
+                yield item
 
     async def prepare(self) -> None:
         """Build the HTTP client (httpcore, the CA bundle) before the first request needs it."""

@@ -18,6 +18,7 @@ from term2.adapters.llm.litellm_wire import (
     tool_to_openai,
     usage_from,
 )
+from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
@@ -79,6 +80,21 @@ class OpenAIStream:
     calls: ToolCallAssembler = field(default_factory=ToolCallAssembler)
     finish: str | None = None
     usage: Usage | None = None
+    done: bool = False  # the ``[DONE]`` sentinel arrived
+
+    def feed_sse(self, event: SSEEvent) -> list[LLMEvent]:
+        if event.is_done:
+            self.done = True
+            return []
+        return self.feed(event_json(event.data, self.model))
+
+    @property
+    def ended(self) -> bool:
+        return self.done
+
+    @property
+    def whole(self) -> bool:
+        return self.done or self.complete
 
     def feed(self, chunk: dict[str, Any]) -> list[LLMEvent]:
         if chunk.get("error") is not None:

@@ -11,10 +11,14 @@ free of an SDK. See https://html.spec.whatwg.org/multipage/server-sent-events.ht
 from __future__ import annotations
 
 import codecs
+import json
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["DONE", "SSEDecoder", "SSEEvent", "aiter_sse"]
+from term2.ports.llm import LLMError
+
+__all__ = ["DONE", "SSEDecoder", "SSEEvent", "aiter_sse", "event_json"]
 
 DONE = "[DONE]"  # OpenAI's end-of-stream sentinel, sent as a data line
 
@@ -107,3 +111,12 @@ async def aiter_sse(chunks: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent]:
             yield event
     for event in decoder.flush():
         yield event
+
+
+def event_json(data: str, model: str) -> dict[str, Any]:
+    """One SSE event's JSON object; a non-object is empty, unreadable data a provider error."""
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
+    return payload if isinstance(payload, dict) else {}
