@@ -50,7 +50,7 @@ from typing import Any
 from tests.fakes.llm_accounting import count_cache_control
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-_GOOGLE_STATUS = {
+GOOGLE_STATUS = {  # the status names Gemini errors carry, by HTTP code
     400: "INVALID_ARGUMENT",
     401: "UNAUTHENTICATED",
     403: "PERMISSION_DENIED",
@@ -94,7 +94,7 @@ def anthropic_error(
 
 
 def gemini_error(message: str, *, status: int = 400, reason: str | None = None) -> Rejection:
-    body = {"error": {"code": status, "message": message, "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}}
+    body = {"error": {"code": status, "message": message, "status": GOOGLE_STATUS.get(status, "UNKNOWN")}}
     return Rejection(status, body, reason or message)
 
 

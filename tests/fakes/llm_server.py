@@ -124,7 +124,7 @@ from tests.fakes.llm_replies import (
     text_pieces,
     token_usage,
 )
-from tests.fakes.llm_rules import Rejection, SignatureBook, check_auth, context_rejection, validate
+from tests.fakes.llm_rules import GOOGLE_STATUS, Rejection, SignatureBook, check_auth, context_rejection, validate
 from tests.fakes.llm_wire_extra import GeminiEmitter, ResponsesEmitter
 
 __all__ = [
@@ -181,16 +181,6 @@ _ANTHROPIC_ERRORS = {
     500: ("api_error", "Internal server error (fake)."),
     503: ("api_error", "Service unavailable (fake)."),
     529: ("overloaded_error", "Overloaded (fake)."),
-}
-_GEMINI_ERRORS = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
 }
 _ANTHROPIC_STOP = {
     "stop": "end_turn",
@@ -557,7 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "error": {
                     "code": status,
                     "message": reply.get("error_message", "Error (fake)."),
-                    "status": reply.get("error_type", _GEMINI_ERRORS.get(status, "UNKNOWN")),
+                    "status": reply.get("error_type", GOOGLE_STATUS.get(status, "UNKNOWN")),
                 }
             }
         else:
