@@ -14,8 +14,10 @@ import anyio
 import pytest
 
 from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
+from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.app.config import Settings
 from term2.app.entrypoints import serve
+from term2.domain.turn import StopReason
 
 
 @dataclass(frozen=True)
@@ -37,12 +39,29 @@ class _Sessions:
         return _Opened(_Session(f"s{len(self.created)}"))
 
 
+@dataclass
+class _Outcome:
+    stop_reason: StopReason
+    spent: None = None
+    error: str | None = None
+
+
 class _Prompts:
+    """Records what the session methods ask of the prompt use case, in order."""
+
     def __init__(self) -> None:
-        self.cancelled: list[str] = []
+        self.calls: list[tuple[str, str]] = []
+
+    def admit(self, session_id: str) -> str:
+        self.calls.append(("admit", session_id))
+        return session_id
 
     def cancel(self, session_id: str) -> None:
-        self.cancelled.append(session_id)
+        self.calls.append(("cancel", session_id))
+
+    async def run(self, opened: str, *_: Any) -> _Outcome:
+        cancelled = ("cancel", opened) in self.calls
+        return _Outcome(StopReason.CANCELLED if cancelled else StopReason.END_TURN)
 
 
 class _App:
@@ -85,7 +104,7 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         with anyio.fail_after(10):
             methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
         await anyio.sleep(0.05)
-        assert not app.asked.is_set()  # the turn part waits for a session, not to compete with it
+        assert not startup._turns_wanted.is_set() and not app.asked.is_set()  # it waits for a session
         with anyio.fail_after(10):
             reply = await methods.new({"cwd": "/w", "mcpServers": []})
         assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
@@ -94,19 +113,28 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
                 await anyio.sleep(0.01)
         assert not app.preloaded  # and preparing the adapter waits for it
 
-        cancelled = anyio.Event()
+        with anyio.fail_after(10):
+            await methods.cancel({"sessionId": "s9"})  # no turn can run yet: returns at once, loads nothing
+        assert app.turn_part.calls == []
 
-        async def cancel() -> None:
-            await methods.cancel({"sessionId": "s1"})  # waits for the turn part, then reaches it
-            cancelled.set()
+        answer: list[Any] = []
 
-        tg.start_soon(cancel)
-        await anyio.sleep(0.05)
-        assert not cancelled.is_set() and app.turn_part.cancelled == []
+        async def prompt() -> None:
+            answer.append(await methods.prompt({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]}))
+
+        tg.start_soon(prompt)
+        with anyio.fail_after(10):
+            while "s1" not in methods._waiting:  # the prompt now waits for the turn part
+                await anyio.sleep(0.01)
+        with anyio.fail_after(10):
+            await methods.cancel({"sessionId": "s1"})  # does not wait for it either
+        assert app.turn_part.calls == []
         app.gate.set()
         with anyio.fail_after(10):
-            await cancelled.wait()
-        assert app.turn_part.cancelled == ["s1"]
+            while not answer:
+                await anyio.sleep(0.01)
+        assert app.turn_part.calls == [("admit", "s1"), ("cancel", "s1")]  # it started cancelled
+        assert answer == [{"stopReason": "cancelled"}]
         with anyio.fail_after(10):
             while not app.preloaded:  # preloading waited for the turn part too
                 await anyio.sleep(0.01)
@@ -167,3 +195,29 @@ async def test_a_session_half_that_fails_to_load_is_reported_to_every_request(mo
                     await startup.methods(object(), 1, False)  # type: ignore[arg-type]
                 assert refused.value.code == INTERNAL_ERROR
                 assert refused.value.message == "term2 failed to start: the data folder is read-only"
+
+
+@pytest.mark.anyio
+async def test_the_server_makes_one_set_of_session_methods_however_many_requests_wait() -> None:
+    made: list[int] = []
+    release = anyio.Event()
+
+    async def factory(connection: Any, version: int, compaction: bool) -> Any:
+        made.append(version)
+        await release.wait()
+        return object()
+
+    server = AcpServer(AgentInfo("t", "t", "0"), True, factory)
+    server.attach(object())  # type: ignore[arg-type]
+    server.initialized(1)
+    got: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(lambda: _append(got, server._session_methods()))
+        await anyio.sleep(0.05)
+        release.set()
+    assert made == [1] and len(got) == 3 and got[0] is got[1] is got[2]
+
+
+async def _append(into: list[Any], awaitable: Any) -> None:
+    into.append(await awaitable)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 from structlog.contextvars import bind_contextvars
 
@@ -60,6 +61,7 @@ class AcpServer:
         self._methods_factory = methods
         self._connection: JsonRpcConnection | None = None
         self._methods: SessionMethods | None = None
+        self._making: anyio.Lock | None = None
         self.version: int | None = None
         self.compaction = False
 
@@ -116,9 +118,14 @@ class AcpServer:
         return call
 
     async def _session_methods(self) -> SessionMethods:
+        """Made once per connection, however many requests arrive while the application loads."""
         if self._methods is None:
-            assert self._connection is not None and self.version is not None
-            self._methods = await self._methods_factory(self._connection, self.version, self.compaction)
+            if self._making is None:
+                self._making = anyio.Lock()  # made here: inside the event loop
+            async with self._making:
+                if self._methods is None:
+                    assert self._connection is not None and self.version is not None
+                    self._methods = await self._methods_factory(self._connection, self.version, self.compaction)
         return self._methods
 
     async def _not_initialized(self, params: Any) -> Any:

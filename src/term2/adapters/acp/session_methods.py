@@ -72,6 +72,9 @@ class SessionMethods:
         self._sessions = sessions
         self._version = version
         self._turns = turns
+        self._made: Turns | None = None  # once a request has waited for the turn part
+        self._waiting: dict[str, int] = {}  # prompts waiting for the turn part, by session
+        self._cancelled_early: set[str] = set()  # ... of which a cancel arrived meanwhile
 
     def table(self) -> dict[str, Handler]:
         table: dict[str, Handler] = {
@@ -128,7 +131,8 @@ class SessionMethods:
     async def _replay(self, session_id: str) -> None:
         from term2.app.replay import replay
 
-        sink = (await self._turns()).sink
+        self._made = await self._turns()
+        sink = self._made.sink
         async for event in replay(self._sessions.history(session_id)):
             await sink.replay(session_id, event)
 
@@ -147,8 +151,19 @@ class SessionMethods:
 
         args = p.parse(p.PROMPT, params, "session/prompt")
         blocks = p.prompt_blocks(args["prompt"])
-        turns = await self._turns()
-        opened = turns.prompts.admit(args["sessionId"])
+        session_id = args["sessionId"]
+        self._waiting[session_id] = self._waiting.get(session_id, 0) + 1
+        try:
+            turns = await self._turns()
+        finally:
+            self._waiting[session_id] -= 1
+            if not self._waiting[session_id]:
+                del self._waiting[session_id]
+        self._made = turns
+        opened = turns.prompts.admit(session_id)
+        if session_id in self._cancelled_early:  # the turn starts cancelled and ends as such, in the usual way
+            self._cancelled_early.discard(session_id)
+            turns.prompts.cancel(session_id)
 
         async def run() -> Any:
             return await turns.prompts.run(opened, blocks, turns.sink, turns.approver)
@@ -171,5 +186,15 @@ class SessionMethods:
         return response
 
     async def cancel(self, params: Any) -> None:
-        if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            (await self._turns()).prompts.cancel(params["sessionId"])
+        """Never waits for the turn part: notifications are handled in the reading loop, in order.
+
+        Before the turn part exists no turn can be running; a prompt still
+        waiting for it is marked, and starts cancelled.
+        """
+        if not (isinstance(params, dict) and isinstance(params.get("sessionId"), str)):
+            return
+        session_id = params["sessionId"]
+        if self._made is not None:
+            self._made.prompts.cancel(session_id)
+        elif session_id in self._waiting:
+            self._cancelled_early.add(session_id)

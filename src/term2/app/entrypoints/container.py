@@ -182,14 +182,11 @@ class Application:
             return
         try:
             wire = self.container.llm_settings().wire
-            llm = self.container.llm()
-        except Exception:  # no usable model yet: the first prompt reports it
-            return
-        if wire != "litellm":
-            await anyio.to_thread.run_sync(import_lean, "httpcore")
-        try:
+            llm = self.container.llm()  # on the event loop: the prompt path makes the same singleton there
+            if wire != "litellm":
+                await anyio.to_thread.run_sync(import_lean, "httpcore")
             await llm.prepare()
-        except Exception:  # the first prompt reports it, with its own error
+        except Exception:  # the first prompt reports it with its own error; a background task must not end the server
             return
 
     async def shutdown(self) -> None:
