@@ -6,6 +6,7 @@ call asserts the statuses the client saw and the ones the history recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -669,6 +670,29 @@ async def test_cancel_mid_command_records_cancelled(h: Harness) -> None:
         ToolStatus.CANCELLED,
     ]
     assert h.recorded_statuses()[-1] is ToolStatus.CANCELLED
+
+
+async def test_a_cancel_while_a_finished_edit_is_reported_keeps_it_reported_as_done(h: Harness) -> None:
+    """The file was written: the client and the history must say so, not "cancelled"."""
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
+    ctx = h.ctx()
+    scope = anyio.CancelScope()
+
+    async def emit(event: SessionEvent) -> None:
+        h.events.append(event)
+        if isinstance(event, ToolCallChanged) and event.call.status is ToolStatus.COMPLETED:
+            scope.cancel()  # the cancel lands while the finished call is being reported
+            await anyio.sleep(0)
+
+    ctx = dataclasses.replace(ctx, emit=emit)
+    result = None
+    with scope:
+        result = await h.toolbox.execute(ToolCallRequest("call-1", "write_file", json.dumps(
+            {"path": "new.txt", "content": "hello"})), ctx)
+    assert (h.root / "new.txt").read_text() == "hello"
+    assert result is not None and "Error" not in result
+    assert h.statuses()[-1] is ToolStatus.COMPLETED and ToolStatus.CANCELLED not in h.statuses()
+    assert h.recorded_statuses()[-1] is ToolStatus.COMPLETED
 
 
 async def test_cancel_while_approval_pending_runs_nothing(h: Harness) -> None:

@@ -122,8 +122,9 @@ async def run_loop(
             return StopReason.MAX_TURN_REQUESTS
 
         async def deliver(call: ToolCallRequest, result: str) -> None:
-            text = await bounded_result(result, ctx.session_id, ctx.outputs)
-            await transcript.add(ChatMessage("tool", text, tool_call_id=call.call_id))
+            with anyio.CancelScope(shield=True):  # the call ran: its result is kept even if the turn is cancelled now
+                text = await bounded_result(result, ctx.session_id, ctx.outputs)
+                await transcript.add(ChatMessage("tool", text, tool_call_id=call.call_id))
 
         await _run_tools(response.calls, toolbox, ctx, deliver)
 

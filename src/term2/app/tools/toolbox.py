@@ -119,7 +119,10 @@ class WorkspaceToolbox:
         await tracker.progress(invocation.content_on_start(call.call_id))
         outcome = await self._run(tool, invocation.run, ctx, call.call_id)
         status = ToolStatus.FAILED if outcome.failed else ToolStatus.COMPLETED
-        await tracker.finish(status, outcome.content, outcome.locations)
+        # Shielded: the tool has acted. A cancel arriving now must not report (and record) as
+        # cancelled a change that was made; it takes effect once the outcome is told.
+        with anyio.CancelScope(shield=True):
+            await tracker.finish(status, outcome.content, outcome.locations)
         return outcome.text
 
     @staticmethod
