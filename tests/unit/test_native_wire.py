@@ -654,3 +654,15 @@ def test_a_plain_http_base_skips_the_ca_bundle_but_still_refuses_unverified_tls(
 )
 def test_tls_keeps_httpx_defaults_wherever_tls_can_happen(base: str, env: dict[str, str]) -> None:
     assert tls_for(base, env) is True
+
+
+@pytest.mark.anyio
+async def test_a_tls_setup_that_fails_is_the_ports_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A CA file that cannot be read fails the request as an LLMError, never as a bare OSError."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    provider = OpenAIChatProvider(ProviderSettings(model="openai/gpt-x", api_base="https://api.example/v1"))
+    request = CompletionRequest(messages=(ChatMessage("user", "hi"),))
+    with pytest.raises(LLMError, match="cannot set up TLS"):
+        async for _ in provider.stream(request):
+            pass
+    await provider.aclose()

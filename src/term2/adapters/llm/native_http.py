@@ -157,7 +157,10 @@ class SSEClient:
             self._making = anyio.Lock()
         async with self._making:
             if self._client is None:
-                self._client = await anyio.to_thread.run_sync(self._new_client)
+                try:
+                    self._client = await anyio.to_thread.run_sync(self._new_client)
+                except (OSError, ValueError) as exc:  # e.g. an SSL_CERT_FILE that cannot be read or parsed
+                    raise LLMError(f"Provider error from {self._model}: cannot set up TLS: {exc}") from exc
         return self._client
 
     async def events(
