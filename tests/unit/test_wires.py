@@ -9,7 +9,7 @@ import pytest
 from term2.app.config import ConfigError, ProviderConfig, Settings, load_settings
 from term2.app.entrypoints.catalog import model_catalog
 from term2.app.provider_settings import provider_settings
-from term2.app.wires import route
+from term2.app.wires import Route, route
 
 
 def test_openai_and_anthropic_are_native_and_read_the_variables_litellm_reads() -> None:
@@ -38,6 +38,15 @@ def test_a_self_hosted_provider_without_an_endpoint_falls_back_or_is_refused() -
     assert route("hosted_vllm", None, None, None, {"HOSTED_VLLM_API_BASE": "http://v/v1"}).wire == "openai"
     with pytest.raises(ConfigError, match=r"providers\.someone: wire = 'openai' needs an api_base"):
         route("someone", "openai", None, None, {})
+
+
+def test_another_wire_for_a_listed_provider_does_not_borrow_its_endpoint() -> None:
+    """Anthropic's base URL speaks Messages: the OpenAI wire there must be given its own endpoint."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant", "ANTHROPIC_BASE_URL": "https://proxy.example"}
+    with pytest.raises(ConfigError, match="needs an api_base"):
+        route("anthropic", "openai", None, None, env)
+    chosen = route("anthropic", "openai", "https://gateway.example/v1", None, env)
+    assert chosen == Route("openai", "https://gateway.example/v1", "sk-ant")  # the provider's key still applies
 
 
 def test_the_settings_carry_the_chosen_wire(tmp_path: Path) -> None:

@@ -71,9 +71,11 @@ def route(
     chosen: Wire = wire or (endpoint.wire if endpoint is not None else "litellm")
     if chosen == "litellm":
         return Route("litellm", api_base, api_key)
-    base_env, key_env = (endpoint.base_env, endpoint.key_env) if endpoint else ((), ())
-    base = api_base or _first(env, base_env) or (endpoint.default_base if endpoint else None)
-    key = api_key or _first(env, key_env)
+    key = api_key or _first(env, endpoint.key_env if endpoint else ())
+    # The table's base URLs speak the table's wire: another wire needs its own api_base.
+    base = api_base
+    if base is None and endpoint is not None and endpoint.wire == chosen:
+        base = _first(env, endpoint.base_env) or endpoint.default_base
     if base is None:
         if wire is None:
             return Route("litellm", api_base, api_key)
