@@ -31,6 +31,8 @@ from term2.ports.llm import (
     ProviderUnreachable,
     QuotaExceeded,
     RateLimited,
+    ReasoningBlock,
+    ReasoningReady,
     TextDelta,
     ThoughtDelta,
 )
@@ -133,6 +135,16 @@ async def test_a_response_that_already_showed_content_is_never_retried(tmp_path:
     # The model sees the text it showed; a bare thought (no signed block to return) is nothing to send back.
     expected = [] if isinstance(shown, ThoughtDelta) else [("assistant", "partial ")]
     assert [(m.message.role, m.message.content) for m in kept] == expected
+
+
+async def test_a_retried_response_leaves_no_reasoning_behind(tmp_path: Path) -> None:
+    """A redacted thinking block streams nothing to show; the retry must start from the user's message."""
+    block = ReasoningBlock("redacted_thinking", "opaque")
+    failed = [ReasoningReady(block), LLMError("Provider error from m (HTTP 529): overloaded", status=529)]
+    h = Harness(tmp_path, failed, text_response("done"))
+    assert await h.run() is StopReason.END_TURN
+    assert len(h.llm.requests) == 2
+    assert h.llm.requests[1].messages[-1].role == "user"  # no assistant turn left from the failed attempt
 
 
 async def test_attempts_are_capped_and_the_last_error_ends_the_turn(tmp_path: Path) -> None:

@@ -73,8 +73,13 @@ class _Response:
         self.tokens: int | None = None  # the provider's count for the request and this answer
 
     def message(self) -> ChatMessage | None:
-        """The assistant message for the transcript; None when the model said nothing at all."""
-        if not (self.text or self.calls or self.reasoning):
+        """The assistant message for the transcript; None when the model said nothing and asked for nothing.
+
+        Reasoning alone is no message: it only travels with the text or calls it led to,
+        and a response that showed neither may be sent again (a reasoning-only assistant
+        turn left before the retry would end the next request, which Anthropic refuses).
+        """
+        if not (self.text or self.calls):
             return None
         return ChatMessage("assistant", "".join(self.text), tuple(self.calls), reasoning=tuple(self.reasoning))
 
