@@ -222,3 +222,18 @@ async def test_a_summary_request_is_metered_like_any_other(tmp_path: Path) -> No
     await rig.compactor.before_request(transcript)
     assert rig.compactions()[0].summary == "short"
     assert (meter.turn.input, meter.turn.output) == (3_000, 40)
+
+
+async def test_the_usage_a_compaction_reports_carries_the_sessions_cost(tmp_path: Path) -> None:
+    """Every usage update has the cost once prices are known: a compaction's too, not only the loop's."""
+    from term2.app.metering import Meter
+    from term2.domain.usage import Prices
+    from term2.ports.llm import TextDelta, Usage
+
+    meter = Meter()
+    meter.start([], Prices(input=1e-6, output=2e-6))
+    rig = Rig(tmp_path, [TextDelta("short"), Usage(3_000, 40)])
+    rig.compactor = Compactor(rig.llm, rig.budget, rig.ctx, meter)
+    await rig.compactor.before_request(long_session(rig, turns=6, output=100, words=300))
+    reported = [e for e in rig.events if isinstance(e, UsageChanged)]
+    assert reported and all(e.cost == pytest.approx(3_000e-6 + 80e-6) for e in reported)

@@ -44,7 +44,7 @@ from term2.ports.llm import (
     Usage,
 )
 from term2.ports.tools import Toolbox, ToolContext
-from term2.ports.updates import MessageChunk, UsageChanged
+from term2.ports.updates import MessageChunk
 
 log = structlog.get_logger("term2.agent_loop")
 
@@ -109,16 +109,15 @@ async def run_loop(
     window: int | None = None,
     meter: Meter | None = None,
 ) -> StopReason:
-    """Run the turn to its stop reason; ``window`` (tokens), when known, is reported with each usage update."""
-    compactor = compactor or Compactor(llm, ContextBudget(window), ctx)
+    """Run the turn to its stop reason; without a ``compactor``, one over ``window`` (tokens, when known) is made."""
     meter = meter or Meter()
+    compactor = compactor or Compactor(llm, ContextBudget(window), ctx, meter)
     requests = 0
     while True:
         requests += 1
         await compactor.before_request(transcript)
         response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
-        if window is not None:
-            await ctx.emit(UsageChanged(transcript.occupancy(), window, meter.session_cost))
+        await compactor.report_usage(transcript)
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
             return stop

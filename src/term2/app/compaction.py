@@ -100,7 +100,7 @@ class Compactor:
         await transcript.compact(compaction)
         summary = compaction.summary or f"Cleared {len(compaction.cleared)} old tool outputs."
         await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=summary))
-        await self._report_usage(transcript)
+        await self.report_usage(transcript)
         log.info(
             "compacted context",
             session_id=self._ctx.session_id,
@@ -170,9 +170,11 @@ class Compactor:
         await transcript.compact(compaction)
         dropped = f"Dropped the {cut} oldest messages: the request was still too long for the model."
         await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=dropped))
-        await self._report_usage(transcript)
+        await self.report_usage(transcript)
         return True
 
-    async def _report_usage(self, transcript: Transcript) -> None:
+    async def report_usage(self, transcript: Transcript) -> None:
+        """The context's occupancy against the window, with the session's cost: after each request and compaction."""
         if self._budget.window is not None:
-            await self._ctx.emit(UsageChanged(transcript.occupancy(), self._budget.window))
+            cost = self._meter.session_cost if self._meter is not None else None
+            await self._ctx.emit(UsageChanged(transcript.occupancy(), self._budget.window, cost))

@@ -159,7 +159,7 @@ class PromptService:
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(
-            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, window=budget.window, meter=meter
+            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, meter=meter
         )
         return TurnOutcome(stop)
 
