@@ -25,7 +25,7 @@ from term2.domain.approval import (
     offered_options,
 )
 from term2.domain.history import ToolCall
-from term2.domain.workspace import Access, is_git_metadata, is_within
+from term2.domain.workspace import Access, Workspace, is_git_metadata, is_within
 from term2.ports.approval import ApprovalRequest, DenialReason
 from term2.ports.tools import ToolContext
 
@@ -69,13 +69,18 @@ def approval_description(invocation: Invocation, root: str) -> str:
     return f"{target} may hold secrets (.env); its contents would be sent to the model's provider."
 
 
+def needs_approval(invocation: Invocation, workspace: Workspace) -> bool:
+    """Whether the call may run only with the user's approval: the one question, asked the same way everywhere
+    (before asking, before running calls side by side, before preparing a preview of the change)."""
+    return workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None)
+
+
 async def authorize(
     invocation: Invocation, pending: ToolCall, ctx: ToolContext
 ) -> DenialReason | None:
     """None when the call may run, otherwise why it may not."""
     workspace = ctx.access.workspace
-    git_plant = invocation.git_plant is not None
-    if not workspace.needs_approval(invocation.access, invocation.target, git_plant=git_plant):
+    if not needs_approval(invocation, workspace):
         return None
     options = offered_options(workspace.choices_for(invocation.access))
     revision = ctx.interaction.current()

@@ -19,7 +19,7 @@ from term2.app.tools.args import ArgumentError, parse_arguments
 from term2.app.tools.base import Invocation, Outcome, Runner, Tool
 from term2.app.tools.edit import EditFile, WriteFile
 from term2.app.tools.failure import ToolFailed
-from term2.app.tools.gate import authorize, denial_message
+from term2.app.tools.gate import authorize, denial_message, needs_approval
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
 from term2.app.tools.paths import canonical_root
@@ -68,7 +68,7 @@ class WorkspaceToolbox:
             return False
         if invocation.access is not Access.READ or invocation.command is not None:
             return False
-        return not ctx.access.workspace.needs_approval(invocation.access, invocation.target)
+        return not needs_approval(invocation, ctx.access.workspace)
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         tracker = CallTracker(call.call_id, ctx)
@@ -141,11 +141,7 @@ class WorkspaceToolbox:
 
 async def _proposed(invocation: Invocation, ctx: ToolContext) -> tuple[ToolOutput, ...]:
     """The change a call that needs approval would make, for the user to review before deciding."""
-    workspace = ctx.access.workspace
-    git_plant = invocation.git_plant is not None
-    if invocation.preview is None or not workspace.needs_approval(
-        invocation.access, invocation.target, git_plant=git_plant
-    ):
+    if invocation.preview is None or not needs_approval(invocation, ctx.access.workspace):
         return ()
     return await anyio.to_thread.run_sync(invocation.preview, abandon_on_cancel=True)
 
