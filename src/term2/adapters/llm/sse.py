@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from term2.ports.llm import LLMError
 
-__all__ = ["DONE", "SSEDecoder", "SSEEvent", "aiter_sse", "event_json"]
+__all__ = ["DONE", "SSEDecoder", "SSEEvent", "event_json"]
 
 DONE = "[DONE]"  # OpenAI's end-of-stream sentinel, sent as a data line
 
@@ -101,16 +100,6 @@ class SSEDecoder:
         event = SSEEvent(self._event or "message", "\n".join(self._data))
         self._event, self._data = "", []
         return event
-
-
-async def aiter_sse(chunks: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent]:
-    """Decode an httpx byte stream (``response.aiter_bytes()``) into events as they complete."""
-    decoder = SSEDecoder()
-    async for chunk in chunks:
-        for event in decoder.feed(chunk):
-            yield event
-    for event in decoder.flush():
-        yield event
 
 
 def event_json(data: str, model: str) -> dict[str, Any]:
