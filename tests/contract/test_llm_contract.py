@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
-import httpx
 import pytest
 
 from term2.adapters.llm import provider_words, retry_hints
@@ -619,20 +618,8 @@ async def test_error_event_before_any_delta_is_transient(harness: Harness) -> No
     assert caught.value.status is not None and caught.value.status >= 500, repr(caught.value)
 
 
-def _usage_details_supported() -> bool:
-    """Whether the fake server reports cached/reasoning usage (it is being extended to)."""
-    with start_fake_llm() as server:
-        server.push({"text": "x", "usage": {"input_tokens": 9, "output_tokens": 1, "cached_tokens": 4}})
-        body = {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "messages": []}
-        body["messages"] = [{"role": "user", "content": "hi"}]
-        reply = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=5)
-        return "cached_tokens" in reply.text
-
-
 async def test_cached_and_reasoning_usage(harness: Harness) -> None:
     http = http_only(harness, "replays Usage events as given; nothing to translate")
-    if not _usage_details_supported():
-        pytest.skip("the fake server does not report cached/reasoning usage yet (tests/fakes/llm_server.py)")
     usage = {
         "input_tokens": 100,
         "output_tokens": 20,

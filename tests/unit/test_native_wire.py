@@ -630,12 +630,6 @@ async def test_transport_failure_before_the_response_is_mapped() -> None:
         )
 
 
-async def test_aclose_before_use_and_twice() -> None:
-    provider = AnthropicMessagesProvider(ProviderSettings("anthropic/c"))
-    await provider.aclose()
-    await provider.aclose()
-
-
 @pytest.mark.parametrize("base", ["http://127.0.0.1:11434/v1", "HTTP://localhost:8000"])
 def test_a_plain_http_base_skips_the_ca_bundle_but_still_refuses_unverified_tls(base: str) -> None:
     context = tls_for(base, {"PATH": "/usr/bin"})
