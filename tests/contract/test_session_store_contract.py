@@ -39,6 +39,8 @@ from term2.domain.history import (
     compact,
 )
 from term2.domain.session import Session, SessionState
+from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, ReasoningBlock, ToolCallRequest
+from term2.domain.usage import TokenUsage, TurnUsage
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 pytestmark = pytest.mark.anyio
@@ -525,6 +527,41 @@ _entry = st.one_of(
             ),
             max_size=3,
         ).map(tuple),
+    ),
+    # What the model is shown and what each turn spent: recorded beside the client's history.
+    st.builds(
+        ModelMessage,
+        _text,
+        st.builds(
+            ChatMessage,
+            st.sampled_from(["system", "user", "assistant", "tool"]),
+            _text,
+            st.lists(st.builds(ToolCallRequest, _text, _text, _text), max_size=2).map(tuple),
+            st.none() | _text,
+            st.lists(
+                st.builds(
+                    ReasoningBlock,
+                    st.sampled_from(["thinking", "redacted_thinking"]),
+                    _text,
+                    st.none() | _text,
+                    st.sampled_from(["anthropic", "openai"]),
+                ),
+                max_size=2,
+            ).map(tuple),
+        ),
+    ),
+    st.builds(
+        ContextCompaction,
+        _text,
+        st.none() | _text,
+        st.none() | _text,
+        st.lists(_text, max_size=3).map(tuple),
+    ),
+    st.builds(
+        TurnUsage,
+        _text,
+        st.builds(TokenUsage, *[st.integers(0, 10**9)] * 5),
+        st.none() | st.floats(0, 1e6, allow_nan=False),
     ),
 )
 
