@@ -660,3 +660,30 @@ async def test_a_tls_setup_that_fails_is_the_ports_error(monkeypatch: pytest.Mon
         async for _ in provider.stream(request):
             pass
     await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("max_output", "expected_max", "expected_budget"),
+    [
+        (None, 32000 + aw.ANSWER_ROOM, 32000),  # no limit known: thinking plus room for the answer
+        (64000, 32000 + aw.ANSWER_ROOM, 32000),  # under the model's limit: unchanged
+        (32000, 32000, 32000 - aw.ANSWER_ROOM),  # Opus 4's limit: thinking shrinks, the answer keeps its room
+        (1500, 1500, None),  # too small to think in: no thinking at all
+    ],
+)
+def test_thinking_never_asks_for_more_than_the_model_can_answer(
+    max_output: int | None, expected_max: int, expected_budget: int | None
+) -> None:
+    request = CompletionRequest(messages=(ChatMessage("user", "hi"),))
+    body = aw.messages_body(request, "claude", effort="high", reasoning=True, max_output=max_output)
+    assert body["max_tokens"] == expected_max
+    assert body.get("thinking", {}).get("budget_tokens") == expected_budget
+    if expected_budget is not None:
+        assert expected_budget < body["max_tokens"]  # Anthropic's rule
+
+
+def test_the_catalog_carries_a_models_output_limit() -> None:
+    from term2.adapters.catalog.litellm_catalog import _entry
+
+    info = _entry("anthropic.claude-opus-4-1-20250805-v1:0")
+    assert info is not None and info.max_output_tokens == 32000

@@ -46,4 +46,5 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
         context_window=info.context_window if info else None,
         supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
         prices=info.prices if info else None,
+        max_output_tokens=info.max_output_tokens if info else None,
     )

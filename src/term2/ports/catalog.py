@@ -16,6 +16,7 @@ class ModelInfo:
     supports_reasoning: bool = False
     supports_tools: bool = False
     prices: Prices | None = None  # per token, USD; None when the catalog lists none
+    max_output_tokens: int | None = None  # the most one response may be, when the catalog says
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,7 @@ class ProviderSettings:
     provider: str | None = None  # the catalog's provider name ("openai", "anthropic", "groq", …)
     wire: str = "litellm"  # which adapter serves it: "openai", "anthropic" or "litellm"
     prices: Prices | None = None  # the catalog's, per token (USD): what usage updates are costed at
+    max_output_tokens: int | None = None  # the model's limit on one response, when the catalog knows it
 
 
 class LLMError(Exception):

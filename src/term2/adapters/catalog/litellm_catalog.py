@@ -8,6 +8,7 @@ finding one entry in it, mapped, a few milliseconds.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import mmap
@@ -75,6 +76,7 @@ def _info(key: str, entry: object) -> ModelInfo | None:
         supports_reasoning=bool(entry.get("supports_reasoning")),
         supports_tools=bool(entry.get("supports_function_calling")),
         prices=_prices(entry),
+        max_output_tokens=_int(entry.get("max_output_tokens")),
     )
 
 
@@ -141,8 +143,7 @@ def _entry_target(key: str, target: str) -> ModelInfo | None:
     aliased = _entry(target, follow=False)
     if aliased is None:
         return None
-    return ModelInfo(key, aliased.provider, aliased.context_window, aliased.supports_reasoning,
-                     aliased.supports_tools, aliased.prices)  # fmt: skip
+    return dataclasses.replace(aliased, model_id=key)
 
 
 def _price(value: object) -> float | None:

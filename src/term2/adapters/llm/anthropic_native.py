@@ -64,7 +64,9 @@ class AnthropicMessagesProvider:
 
     def body(self, request: CompletionRequest) -> dict[str, Any]:
         s = self._settings
-        return messages_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
+        return messages_body(
+            request, self._model, effort=s.effort, reasoning=s.supports_reasoning, max_output=s.max_output_tokens
+        )
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
         """Yield deltas (and reasoning blocks) as they arrive, then tool calls, usage and exactly one Finished.

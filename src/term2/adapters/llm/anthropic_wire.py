@@ -204,8 +204,14 @@ def _thinking_allowed(messages: tuple[ChatMessage, ...]) -> bool:
     return True
 
 
-def messages_body(request: CompletionRequest, model: str, *, effort: str | None, reasoning: bool) -> dict[str, Any]:
-    """The JSON body of one streamed ``POST /v1/messages``, cache breakpoints placed."""
+def messages_body(
+    request: CompletionRequest, model: str, *, effort: str | None, reasoning: bool, max_output: int | None = None
+) -> dict[str, Any]:
+    """The JSON body of one streamed ``POST /v1/messages``, cache breakpoints placed.
+
+    ``max_output`` is the model's own limit on a response (the catalog's): ``max_tokens`` never
+    exceeds it, and thinking shrinks to leave the answer room, since a larger request is refused.
+    """
     system, messages = to_messages(request.messages)
     budget = thinking_budget(effort) if reasoning and _thinking_allowed(request.messages) else None
     if budget is not None and request.max_tokens is not None and request.max_tokens <= budget:
@@ -216,6 +222,12 @@ def messages_body(request: CompletionRequest, model: str, *, effort: str | None,
         max_tokens = request.max_tokens
     else:
         max_tokens = DEFAULT_MAX_TOKENS if budget is None else budget + ANSWER_ROOM
+    if max_output is not None and max_tokens > max_output:
+        max_tokens = max_output
+        if budget is not None:
+            budget = min(budget, max(max_tokens - ANSWER_ROOM, max_tokens // 2))
+            if budget < MIN_BUDGET:
+                budget = None
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages, "stream": True}
     if system:
         body["system"] = system
