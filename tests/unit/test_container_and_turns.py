@@ -183,3 +183,20 @@ async def test_shutdown_closes_the_adapter_only_when_a_turn_part_could_have_made
         app.prompts()
     await app.shutdown()
     assert len(made) == (1 if turn_part else 0)
+
+
+@pytest.mark.anyio
+async def test_a_turn_that_fails_before_the_model_still_reports_the_sessions_totals(tmp_path: Path) -> None:
+    from term2.domain.usage import TokenUsage, TurnUsage
+
+    container = build_container(Settings(), {})  # no model: the turn fails once the prompt is recorded
+    container.store.override(providers.Singleton(InMemorySessionStore))
+    container.sandbox.override(providers.Object(ScriptedSandbox()))
+    opened = await container.sessions().new(str(tmp_path))
+    await container.store().append(opened.session.session_id, TurnUsage("t0", TokenUsage(1_000, 50), None))
+    prompts = container.prompts()
+    outcome = await prompts.run(
+        prompts.admit(opened.session.session_id), (TextBlock("x"),), RecordingSink(), FixedApprover(REJECTED)
+    )
+    assert outcome.stop_reason is StopReason.ERROR
+    assert outcome.spent is not None and (outcome.spent.session.input, outcome.spent.session.output) == (1_000, 50)

@@ -140,6 +140,7 @@ class PromptService:
     ) -> TurnOutcome:
         session = opened.session
         entries = await opened.history.read(self._store, session.session_id)
+        meter.start(entries, None)  # the session's totals so far, even if the model turns out unusable below
         user = UserMessage(new_id("user"), prompt)
         await emit(UserMessageSent(user.message_id, prompt))
         await record(user)
@@ -148,7 +149,7 @@ class PromptService:
         await self._store.save(opened.session)
         llm = self._llm_factory()  # after the prompt is recorded: a model that cannot be used fails the turn
         budget = self._budget_factory()
-        meter.start(entries, self._prices_factory())
+        meter.start(entries, self._prices_factory())  # again, now with the prices: costs too
         instructions = await opened.instructions.read()
         tools = self._toolbox.specs()
         system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
