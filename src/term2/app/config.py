@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from term2.ports.catalog import DeclaredModel
 
@@ -31,14 +31,15 @@ class ConfigError(Exception):
     """Configuration that cannot be used; the message names the source and the key."""
 
 
-WIRE_NAMES = ("openai", "anthropic", "litellm")
+Wire = Literal["openai", "anthropic", "litellm"]  # which adapter serves a provider (app/wires.py)
+WIRES: tuple[Wire, ...] = ("openai", "anthropic", "litellm")
 
 
 @dataclass(frozen=True, slots=True)
 class ProviderConfig:
     api_base: str | None = None
     api_key_env: str | None = None
-    wire: str | None = None  # "openai" | "anthropic" | "litellm"; None: the default table (app/wires.py)
+    wire: Wire | None = None  # None: the default table (app/wires.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +126,12 @@ def _from_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{where}: providers.{name}: unknown keys {sorted(unknown)}")
         at = f"{where}: providers.{name}"
         wire = _expect((str, type(None)), block.get("wire"), f"{at}.wire")
-        if wire is not None and wire not in WIRE_NAMES:
-            raise ConfigError(f"{at}.wire must be one of {', '.join(WIRE_NAMES)}, got {wire!r}")
+        if wire is not None and wire not in WIRES:
+            raise ConfigError(f"{at}.wire must be one of {', '.join(WIRES)}, got {wire!r}")
         providers[name] = ProviderConfig(
             api_base=_expect((str, type(None)), block.get("api_base"), f"{at}.api_base"),
             api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{at}.api_key_env"),
-            wire=wire,
+            wire=cast(Wire | None, wire),
         )
     models: dict[str, DeclaredModel] = {}
     for name, block in _expect(dict, data.get("models", {}), f"{where}: models").items():

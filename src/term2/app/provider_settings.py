@@ -7,11 +7,10 @@ read, so the adapter never looks at files or the environment itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 from term2.app.config import Settings
 from term2.app.model_resolution import resolve_model, resolve_quickly
-from term2.app.wires import Wire, route
+from term2.app.wires import route
 from term2.domain.errors import ModelNotConfigured
 from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import ProviderSettings
@@ -31,7 +30,7 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
     api_key = None
     if provider_config is not None and provider_config.api_key_env:
         api_key = env.get(provider_config.api_key_env) or None
-    configured_wire = cast("Wire | None", provider_config.wire if provider_config else None)
+    configured_wire = provider_config.wire if provider_config else None
     api_base = provider_config.api_base if provider_config else None
     chosen = route(resolved.provider, configured_wire, api_base, api_key, env)
     info = resolved.info

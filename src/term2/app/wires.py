@@ -17,12 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from term2.app.config import ConfigError
-
-Wire = Literal["openai", "anthropic", "litellm"]
-WIRES: tuple[Wire, ...] = ("openai", "anthropic", "litellm")
+from term2.app.config import ConfigError, Wire
 
 
 @dataclass(frozen=True, slots=True)
