@@ -73,9 +73,6 @@ _LIST_SQL: Final = {
 }
 
 _COMPACTION_PLAN_SQL: Final = (
-    "SELECT MAX(seq) FROM history WHERE session_id = ? GROUP BY key ORDER BY MIN(seq)"
-)
-_COMPACTION_PLAN_UPTO_SQL: Final = (
     "SELECT MAX(seq) FROM history WHERE session_id = ? AND seq <= ? GROUP BY key ORDER BY MIN(seq)"
 )
 _LAST_SEQ_SQL: Final = "SELECT MAX(seq) FROM history WHERE session_id = ?"
@@ -242,29 +239,17 @@ class SqliteSessionStore:
         await self._call("append history", work, write=True)
 
     async def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
-        def plan(conn: sqlite3.Connection, _: CursorSigner) -> list[int]:
-            return [seq for (seq,) in conn.execute(_COMPACTION_PLAN_SQL, (session_id,))]
-
-        last_seqs = await self._call("read history", plan)
+        last_seqs, _ = await self._plan(session_id)
         for start in range(0, len(last_seqs), HISTORY_BATCH):
-            batch = last_seqs[start : start + HISTORY_BATCH]
-            for entry in await self._call("read history", partial(_load_bodies, batch)):
+            for entry in await self._batch(last_seqs[start : start + HISTORY_BATCH]):
                 yield entry
 
     async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
         if after <= 0:
-
-            def plan(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[int], int]:
-                # The position first, then the plan up to it: an append in between is read next time.
-                (reached,) = conn.execute(_LAST_SEQ_SQL, (session_id,)).fetchone()
-                rows = conn.execute(_COMPACTION_PLAN_UPTO_SQL, (session_id, reached or 0))
-                return [seq for (seq,) in rows], int(reached or 0)
-
-            last_seqs, reached = await self._call("read history", plan)
+            last_seqs, reached = await self._plan(session_id)
             entries: list[HistoryEntry] = []
             for start in range(0, len(last_seqs), HISTORY_BATCH):
-                batch = last_seqs[start : start + HISTORY_BATCH]
-                entries += await self._call("read history", partial(_load_bodies, batch))
+                entries += await self._batch(last_seqs[start : start + HISTORY_BATCH])
             return entries, reached
 
         def tail(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[HistoryEntry], int]:
@@ -272,6 +257,22 @@ class SqliteSessionStore:
             return [decode_entry(body) for _, body in rows], (int(rows[-1][0]) if rows else after)
 
         return await self._call("read history", tail)
+
+    async def _plan(self, session_id: str) -> tuple[list[int], int]:
+        """The compacted history's rows (the last snapshot of each key, in first-seen order) and the position read.
+
+        The position first, then the plan up to it, in one call: an append in between is read next time.
+        """
+
+        def plan(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[int], int]:
+            (reached,) = conn.execute(_LAST_SEQ_SQL, (session_id,)).fetchone()
+            rows = conn.execute(_COMPACTION_PLAN_SQL, (session_id, reached or 0))
+            return [seq for (seq,) in rows], int(reached or 0)
+
+        return await self._call("read history", plan)
+
+    async def _batch(self, seqs: list[int]) -> list[HistoryEntry]:
+        return await self._call("read history", partial(_load_bodies, seqs))
 
     async def list(
         self, cwd: str | None, cursor: str | None, limit: int
