@@ -140,6 +140,40 @@ def test_a_declared_window_is_never_overrun_and_survives_a_restart(rig: tuple[Pa
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("takes_compaction", [True, False])
+def test_v1_sends_compaction_updates_only_to_a_client_that_advertised_them(
+    rig: tuple[Path, Path], takes_compaction: bool
+) -> None:
+    """Through the launcher's early `initialize` answer: the capability must reach the v1 renderer."""
+    base, root = rig
+    _config(base, WINDOW)
+    with start_fake_llm(max_prompt_chars=LIMIT_CHARS) as llm:
+        llm.responder = responder
+        client = AcpProcess(base, env=llm_env(llm))
+        try:
+            client.initialize(1, {"session": {"compaction": {}}} if takes_compaction else None)
+            sid = client.new_session(root)
+            seen: list[Message] = []
+            for turn in range(TURNS):
+                client.log.clear()
+                prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": prompt_text(turn)}]}
+                assert client.result("session/prompt", prompt, timeout=FIRST_TURN_TIMEOUT)["stopReason"] == "end_turn"
+                seen += client.log
+                kinds = [u["sessionUpdate"] for u in updates(seen)]
+                notices = [u for u in updates(seen, "agent_thought_chunk") if "Compacting" in u["content"]["text"]]
+                if "compaction_update" in kinds or notices:
+                    break
+            if takes_compaction:
+                assert "compaction_update" in kinds and not notices
+            else:
+                assert "compaction_update" not in kinds and "compaction_summary_chunk" not in kinds and notices
+            assert client.close() == 0
+            client.validate_schemas()
+        finally:
+            client.kill()
+
+
+@pytest.mark.slow
 def test_an_unknown_window_is_found_by_the_providers_refusals(rig: tuple[Path, Path]) -> None:
     base, root = rig
     _config(base, None)

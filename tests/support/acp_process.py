@@ -167,13 +167,14 @@ class AcpProcess:
         return response["result"]
 
     # -- ACP helpers ------------------------------------------------------
-    def initialize(self, version: int = 2) -> Message:
+    def initialize(self, version: int = 2, capabilities: Message | None = None) -> Message:
+        """``capabilities``: more v1 ``clientCapabilities`` (e.g. ``{"session": {"compaction": {}}}``)."""
         if version >= 2:
             params: Message = {"protocolVersion": version, "info": {"name": "pytest", "version": "1"}}
         else:
             params = {
                 "protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, **(capabilities or {})},
                 "clientInfo": {"name": "pytest", "version": "1"},
             }
         result = self.result("initialize", params)
