@@ -16,8 +16,8 @@ import pytest
 
 from term2.adapters.llm import anthropic_wire as aw
 from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider, messages_url
+from term2.adapters.llm.chat_shapes import ReasoningAssembler, message_to_openai, usage_from
 from term2.adapters.llm.http_errors import error_from_event, error_from_response, error_from_transport
-from term2.adapters.llm.litellm_wire import ReasoningAssembler, message_to_openai, usage_from
 from term2.adapters.llm.native_http import timeout_for, tls_for, wire_model
 from term2.adapters.llm.openai_native import OpenAIChatProvider
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from term2.adapters.llm.chat_shapes import finish_reason
 from term2.adapters.llm.http_errors import error_from_event
-from term2.adapters.llm.litellm_wire import finish_reason
 from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
     ChatMessage,

@@ -18,14 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from term2.adapters.llm.litellm_errors import map_litellm_error
-from term2.adapters.llm.litellm_runtime import (
-    is_loaded,
-    load_litellm,
-    preload,
-    shutdown_litellm,
-)
-from term2.adapters.llm.litellm_wire import (
+from term2.adapters.llm.chat_shapes import (
     ReasoningAssembler,
     ToolCallAssembler,
     field_of,
@@ -33,6 +26,13 @@ from term2.adapters.llm.litellm_wire import (
     message_to_openai,
     tool_to_openai,
     usage_from,
+)
+from term2.adapters.llm.litellm_errors import map_litellm_error
+from term2.adapters.llm.litellm_runtime import (
+    is_loaded,
+    load_litellm,
+    preload,
+    shutdown_litellm,
 )
 from term2.ports.llm import (
     CompletionRequest,

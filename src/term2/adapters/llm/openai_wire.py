@@ -1,8 +1,8 @@
 """Pure translations for OpenAI Chat Completions: the request body, and stream chunks to port events.
 
 Kept apart from the HTTP code so both can be unit-tested without a server. The
-message and tool shapes are litellm's (`litellm_wire`, which imports no
-litellm): litellm itself speaks this dialect to every OpenAI-compatible server.
+message and tool shapes come from `chat_shapes`, shared with the litellm adapter:
+litellm itself speaks this dialect to every OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from term2.adapters.llm.http_errors import error_from_event
-from term2.adapters.llm.litellm_wire import (
+from term2.adapters.llm.chat_shapes import (
     ToolCallAssembler,
     finish_reason,
     message_to_openai,
     tool_to_openai,
     usage_from,
 )
+from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
     CompletionRequest,

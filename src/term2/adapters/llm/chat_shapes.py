@@ -1,10 +1,10 @@
-"""Pure translations between the port's types and litellm's OpenAI-shaped dicts and chunks.
+"""OpenAI Chat Completions shapes: the port's messages and tools as its dicts, its chunks back as port events.
 
-Kept apart from the provider so they can be unit-tested without importing
-litellm, and so the streaming generator stays short enough to audit for the
-one thing that matters most there: the HTTP stream is always closed. This
-module imports no litellm, so the native OpenAI adapter reuses it too (the
-Chat Completions shapes are the same).
+litellm speaks these shapes for every provider, and the native OpenAI wire
+(`openai_wire`) sends them as they are, so both adapters use this one module;
+it imports no litellm. Kept apart from the providers so it can be unit-tested
+without a server, and so each streaming generator stays short enough to audit
+for the one thing that matters most there: the HTTP stream is always closed.
 """
 
 from __future__ import annotations
