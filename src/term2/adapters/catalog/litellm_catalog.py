@@ -182,6 +182,10 @@ def _lists_key(model_id: str) -> bool:
         return data.find(_TOP_KEY + json.dumps(model_id).encode()[1:-1] + b'": {') >= 0
 
 
+def _declared_info(model_id: str, declared: DeclaredModel) -> ModelInfo:
+    return ModelInfo(model_id, declared.provider, declared.context_window, declared.supports_reasoning, True)
+
+
 class LitellmCatalog:
     """The bundled catalog merged with the models the user declared in config."""
 
@@ -208,20 +212,14 @@ class LitellmCatalog:
     def lookup(self, model_id: str) -> ModelInfo | None:
         """The model listed under exactly ``model_id`` (declared first), or None; LookupError when unsure."""
         declared = self._declared.get(model_id)
-        if declared is not None:
-            return ModelInfo(model_id, declared.provider, declared.context_window, declared.supports_reasoning, True)
-        return _entry(model_id)
+        return _declared_info(model_id, declared) if declared is not None else _entry(model_id)
 
     def routes(self, provider: str) -> bool:
         """True when the provider is certainly routable, known without parsing the catalog."""
         return provider in bundled_providers() or any(d.provider == provider for d in self._declared.values())
 
     def models(self) -> tuple[ModelInfo, ...]:
-        declared = tuple(
-            ModelInfo(name, d.provider, d.context_window, d.supports_reasoning, True)
-            for name, d in self._declared.items()
-        )
-        return declared + _bundled_models()
+        return tuple(_declared_info(name, d) for name, d in self._declared.items()) + _bundled_models()
 
     def providers(self) -> frozenset[str]:
         known = {m.provider for m in _bundled_models()}

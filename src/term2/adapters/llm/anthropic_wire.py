@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from term2.adapters.llm.chat_shapes import finish_reason
+from term2.adapters.llm.chat_shapes import finish_reason, thinking_block
 from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
@@ -97,10 +97,7 @@ def _assistant_blocks(message: ChatMessage) -> list[dict[str, Any]]:
     for block in message.reasoning:
         if block.provider != "anthropic":
             continue  # another provider's reasoning is meaningless (and unverifiable) here
-        if block.kind == "redacted_thinking":
-            blocks.append({"type": "redacted_thinking", "data": block.text})
-        else:
-            blocks.append({"type": "thinking", "thinking": block.text, "signature": block.signature or ""})
+        blocks.append(thinking_block(block))
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:

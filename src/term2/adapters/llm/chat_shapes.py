@@ -42,7 +42,7 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     """
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if thinking_blocks and message.role == "assistant":
-        blocks = [_thinking_block(b) for b in message.reasoning if b.provider == "anthropic"]
+        blocks = [thinking_block(b) for b in message.reasoning if b.provider == "anthropic"]
         if blocks:
             out["thinking_blocks"] = blocks
     if message.role == "assistant" and message.tool_calls:
@@ -60,7 +60,8 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     return out
 
 
-def _thinking_block(block: ReasoningBlock) -> dict[str, Any]:
+def thinking_block(block: ReasoningBlock) -> dict[str, Any]:
+    """An Anthropic thinking (or redacted thinking) block as both its API and litellm take it back."""
     if block.kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block.text}
     return {"type": "thinking", "thinking": block.text, "signature": block.signature or ""}
