@@ -168,18 +168,11 @@ def bundled_providers() -> frozenset[str]:
 
 
 def _lists_key(model_id: str) -> bool:
-    """Whether the bundled catalog has a top-level entry `model_id`, without parsing it.
-
-    litellm ships the file pretty-printed with top-level keys indented by four
-    spaces; finding that exact line is a few milliseconds against ~70 ms for
-    parsing and indexing the whole file. A miss is only "not sure": callers
-    then resolve against the parsed catalog.
-    """
-    data = _mapped_catalog()
-    if data is None:
+    """Whether the bundled catalog lists ``model_id`` as a chat model, from its one entry; "not sure" is False."""
+    try:
+        return _entry(model_id) is not None
+    except Unsure:
         return False
-    with data:
-        return data.find(_TOP_KEY + json.dumps(model_id).encode()[1:-1] + b'": {') >= 0
 
 
 def _declared_info(model_id: str, declared: DeclaredModel) -> ModelInfo:
@@ -205,8 +198,7 @@ class LitellmCatalog:
             return True
         head, slash, rest = model.partition("/")
         if slash and rest:
-            known = bundled_providers() | {d.provider for d in self._declared.values()}
-            return head in known
+            return self.routes(head)
         return _lists_key(model)
 
     def lookup(self, model_id: str) -> ModelInfo | None:
