@@ -237,3 +237,16 @@ async def test_the_usage_a_compaction_reports_carries_the_sessions_cost(tmp_path
     await rig.compactor.before_request(long_session(rig, turns=6, output=100, words=300))
     reported = [e for e in rig.events if isinstance(e, UsageChanged)]
     assert reported and all(e.cost == pytest.approx(3_000e-6 + 80e-6) for e in reported)
+
+
+async def test_an_earlier_summary_alone_is_not_summarised_again(tmp_path: Path) -> None:
+    """Over the trigger with nothing older than the last summary: no model request that would shed nothing."""
+    from term2.domain.transcript import SUMMARY_HEADER
+
+    rig = Rig(tmp_path, text_response("never asked"))
+    note = ChatMessage("user", SUMMARY_HEADER + "earlier work " * 50)
+    call = ChatMessage("assistant", "", (ToolCallRequest("c1", "read_file", '{"path": "a"}'),))
+    transcript = transcript_of(note, call, ChatMessage("tool", "x" * 12_000, tool_call_id="c1"), record=rig._record)
+    assert rig.budget.over(transcript.occupancy())
+    await rig.compactor.before_request(transcript)
+    assert rig.llm.requests == [] and rig.compactions() == []

@@ -27,7 +27,13 @@ from term2.app.clock import new_id
 from term2.app.metering import Meter
 from term2.app.transcript import Transcript
 from term2.domain.context_budget import ContextBudget, keep_from, outputs_to_clear, tokens_of
-from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction
+from term2.domain.transcript import (
+    ChatMessage,
+    ContextCompaction,
+    ModelMessage,
+    apply_compaction,
+    is_compaction_note,
+)
 from term2.domain.truncation import keep_ends, keep_head
 from term2.ports.llm import CompletionRequest, LLMError, LLMProvider, TextDelta, Usage
 from term2.ports.tools import ToolContext
@@ -77,7 +83,7 @@ class Compactor:
 
     def _sheddable(self, transcript: Transcript) -> bool:
         protected = self._budget.protected
-        return bool(outputs_to_clear(transcript.messages, protected)) or keep_from(transcript.messages, protected) > 0
+        return bool(outputs_to_clear(transcript.messages, protected)) or _useful_cut(transcript.messages, protected) > 0
 
     async def on_overflow(self, transcript: Transcript, attempt: int) -> bool:
         """After the provider said the request is too long: True when something was shed and it may go again."""
@@ -121,7 +127,7 @@ class Compactor:
         target = budget.target
         if cleared and not forced and target is not None and transcript.fixed_tokens + tokens_of(after) <= target:
             return clearing
-        cut = keep_from(after, protected)
+        cut = _useful_cut(after, protected)
         if cut == 0:
             return clearing if cleared else None
         summary = await self._summarise(after[:cut], compaction_id)
@@ -178,3 +184,10 @@ class Compactor:
         if self._budget.window is not None:
             cost = self._meter.session_cost if self._meter is not None else None
             await self._ctx.emit(UsageChanged(transcript.occupancy(), self._budget.window, cost))
+
+
+def _useful_cut(messages: list[ModelMessage], protected: int) -> int:
+    """Where the older part ends, or 0 when it is only an earlier compaction's note: summarising
+    that again would be a model request that sheds nothing."""
+    cut = keep_from(messages, protected)
+    return cut if any(not is_compaction_note(m) for m in messages[:cut]) else 0

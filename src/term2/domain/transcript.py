@@ -118,6 +118,12 @@ def apply_compaction(messages: list[ModelMessage], compaction: ContextCompaction
     return [ModelMessage(compaction.compaction_id, ChatMessage("user", note)), *out[start:]]
 
 
+def is_compaction_note(item: ModelMessage) -> bool:
+    """The message an earlier compaction put in place of what it shed (its summary, or the dropped note)."""
+    content = item.message.content
+    return item.message.role == "user" and (content.startswith(SUMMARY_HEADER) or content == DROPPED_NOTE)
+
+
 def _cleared(message: ChatMessage) -> ChatMessage:
     return ChatMessage("tool", CLEARED_RESULT, tool_call_id=message.tool_call_id)
 
