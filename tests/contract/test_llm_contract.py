@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ from term2.ports.llm import (
     Usage,
 )
 from tests.fakes.llm_server import QUOTA_EXCEEDED, FakeLLMServer, start_fake_llm, text_pieces
+from tests.support.net import closed_port
 
 pytestmark = pytest.mark.anyio
 
@@ -103,12 +103,6 @@ _ERROR_BY_STATUS: dict[int, type[LLMError]] = {
     429: RateLimited,
     500: LLMError,
 }
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- harnesses
@@ -200,7 +194,7 @@ class HTTPHarness:
     def provider(self, *, timeout_s: float = 10.0, unreachable: bool = False, effort: str | None = None) -> LLMProvider:
         base = self.api_base
         if unreachable:
-            base = base.replace(str(self.server.port), str(_closed_port()))
+            base = base.replace(str(self.server.port), str(closed_port()))
         settings = ProviderSettings(
             model=self.reasoning_model if effort else self.model,
             api_base=base,

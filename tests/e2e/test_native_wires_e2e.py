@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_prompts import FIRST_TURN_TIMEOUT, idle_update, make_workspace
+from tests.fakes.llm_accounting import count_cache_control
 from tests.fakes.llm_server import FakeLLMServer, RecordedRequest, start_fake_llm
 from tests.support.acp_process import AcpProcess, updates
 
@@ -38,16 +39,6 @@ def anthropic_env(server: FakeLLMServer) -> dict[str, str]:
 
 def openai_env(server: FakeLLMServer, model: str = "openai/gpt-4o-mini") -> dict[str, str]:
     return {"TERM2_MODEL": model, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url + "/v1"}
-
-
-def breakpoints(body: dict[str, Any]) -> int:
-    blocks: list[Any] = [*body.get("tools", [])]
-    system = body.get("system")
-    blocks += system if isinstance(system, list) else []
-    for message in body.get("messages", []):
-        content = message.get("content")
-        blocks += content if isinstance(content, list) else []
-    return sum(1 for b in blocks if isinstance(b, dict) and "cache_control" in b)
 
 
 def litellm_was_loaded(client: AcpProcess) -> bool:
@@ -94,7 +85,7 @@ def test_anthropic_two_turns_with_a_tool_keep_breakpoints_thinking_and_the_prefi
             client.kill()
     sent = model_requests(llm, "anthropic")
     assert len(sent) == 3 and all(r.status == "completed" for r in sent), [(r.status, r.rejection) for r in sent]
-    assert all(1 <= breakpoints(r.body) <= 4 for r in sent)
+    assert all(1 <= count_cache_control(r.body) <= 4 for r in sent)
     assert all(r.body.get("thinking", {}).get("type") == "enabled" for r in sent)
     # The tool loop's second request sends the signed thinking block back first (the fake checks the signature).
     loop = sent[1].body["messages"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess, allow_kind, bare, is_update, updates
+from tests.support.net import closed_port
 
 Message = dict[str, Any]
 Predicate = Callable[[Message], bool]
@@ -188,12 +188,6 @@ def flow(messages: list[Message]) -> list[str]:
 
 def text_of(chunks: list[Message]) -> str:
     return "".join(u["content"]["text"] for u in chunks)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_v2(
