@@ -62,7 +62,7 @@ def _preview(path: str, root: str, new_text: Callable[[str | None], str]) -> tup
     try:
         old = _read_existing(path, root)
         return (DiffOutput(path, old, new_text(old)),)
-    except (NotText, ToolFailed, OSError, ValueError):
+    except (ToolFailed, OSError, ValueError):  # NotText is a ToolFailed
         return ()
 
 
