@@ -69,15 +69,11 @@ def test_the_prompt_explains_every_tool() -> None:
         assert f"`{name}`" in prompt, f"the prompt never explains {name}"
 
 
-def test_term2_prompt_prints_what_a_session_there_would_start_with(tmp_path: Path) -> None:
-    (tmp_path / ".git").mkdir()
-    (tmp_path / "AGENTS.md").write_text("root rule\n")
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "AGENTS.md").write_text("sub rule\n")
+def term2_prompt(folder: Path, config: Path, level: str = "debug") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
-    env.update(TERM2_LOG_LEVEL="debug", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    env.update(TERM2_LOG_LEVEL=level, XDG_CONFIG_HOME=str(config))
     result = subprocess.run(
-        [sys.executable, "-m", "term2", "prompt", str(tmp_path / "sub")],
+        [sys.executable, "-m", "term2", "prompt", str(folder)],
         capture_output=True,
         text=True,
         env=env,
@@ -85,7 +81,34 @@ def test_term2_prompt_prints_what_a_session_there_would_start_with(tmp_path: Pat
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_term2_prompt_prints_what_a_session_there_would_start_with(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("root rule\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "AGENTS.md").write_text("sub rule\n")
+    result = term2_prompt(tmp_path / "sub", tmp_path / "config")
     root = os.path.realpath(tmp_path / "sub")
     assert result.stdout == system_prompt(root, WorkspaceToolbox().specs(), ProjectInstructions(root).current())
     assert '<project_instructions path="sub/AGENTS.md">\nsub rule\n' in result.stdout
     assert "instructions read" in result.stderr  # the log goes to stderr, never into the printed prompt
+
+
+def test_term2_prompt_names_what_it_ignored_and_why(tmp_path: Path) -> None:
+    """A repository in a folder every user may write to (as /tmp) is not the user's: left out, and said so."""
+    shared = tmp_path / "shared"
+    (shared / ".git").mkdir(parents=True)
+    (shared / "AGENTS.md").write_text("PLANTED rule\n")
+    (shared / "project").mkdir()
+    (shared / "project" / "AGENTS.md").write_text("project rule\n")
+    shared.chmod(0o1777)
+    result = term2_prompt(shared / "project", tmp_path / "config", level="error")
+    assert "PLANTED" not in result.stdout
+    assert '<project_instructions path="AGENTS.md">\nproject rule\n' in result.stdout
+    marker = os.path.realpath(shared / ".git")
+    expected = (
+        f"term2: project instructions: ignored {marker} (repository marker): its folder is writable by every user"
+    )
+    assert expected in result.stderr.splitlines()

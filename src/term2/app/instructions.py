@@ -10,12 +10,19 @@ AGENTS.md never leads out of the project and a FIFO never hangs a turn; both
 are skipped. Every turn looks at the files again (a few lstat calls) and reads
 them only when one's identity, size or mtime moved, so an edit between two
 prompts reaches the very next request.
+
+Only the user's own entries count (ADR 0020): a `.git` marker, or an
+instruction file, that another user owns (root excepted), or whose folder
+another user owns or every user may write to, is ignored, and said so in
+`ignored` (which `term2 prompt` prints) and in the log. An ignored marker
+ends the search for the repository top, as if there were none: the session's
+folder alone speaks. Ownership is judged on the very objects read: the file's
+descriptor must be the entry that was judged.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import anyio
@@ -30,21 +37,58 @@ from term2.domain.instructions import (
     chosen_name,
     folders_down,
     render_instructions,
+    untrusted_reason,
 )
 
 log = structlog.get_logger("term2.instructions")
 
 
-def git_root(cwd: str) -> str:
-    """The nearest folder at or above the canonical `cwd` that holds a `.git` entry, else `cwd`."""
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """An entry left out because it may not be the user's: what it is, where, and why."""
+
+    what: str  # "repository marker" or "instruction file"
+    path: str  # absolute
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.what}): {self.reason}"
+
+
+def _distrust(info: os.stat_result, folder: os.stat_result, me: int) -> str | None:
+    return untrusted_reason(owner=info.st_uid, folder_owner=folder.st_uid, folder_mode=folder.st_mode, me=me)
+
+
+def repository_top(cwd: str, me: int) -> tuple[str, Ignored | None]:
+    """The nearest folder at or above the canonical `cwd` with a `.git` entry of the user's, else `cwd`.
+
+    The search stops at the first `.git` entry met: one that is not the user's
+    (see `untrusted_reason`) is returned as ignored, and `cwd` is the top.
+    """
     folder = cwd
     while True:
-        if os.path.lexists(os.path.join(folder, ".git")):
-            return folder
+        marker = os.path.join(folder, ".git")
+        try:
+            info = os.lstat(marker)
+        except OSError:
+            info = None
+        if info is not None:
+            try:
+                reason = _distrust(info, os.lstat(folder), me)
+            except OSError as exc:
+                reason = f"its folder could not be checked: {exc}"
+            if reason is None:
+                return folder, None
+            return cwd, Ignored("repository marker", marker, reason)
         parent = os.path.dirname(folder)
         if parent == folder:
-            return cwd
+            return cwd, None
         folder = parent
+
+
+def git_root(cwd: str) -> str:
+    """The repository top for this process's user (see `repository_top`)."""
+    return repository_top(cwd, os.geteuid())[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +103,10 @@ class _Entry:
         return (self.path, i.st_mode, i.st_dev, i.st_ino, i.st_size, i.st_mtime_ns)
 
 
-def _entries(top: str, cwd: str) -> Iterator[_Entry]:
-    """Each folder's chosen instruction file, as lstat sees it, root first."""
+def _entries(top: str, cwd: str, me: int) -> tuple[list[_Entry], list[Ignored]]:
+    """Each folder's chosen instruction file, as lstat sees it, root first; and those not the user's."""
+    entries: list[_Entry] = []
+    ignored: list[Ignored] = []
     for folder in folders_down(top, cwd):
         try:
             fd = open_folder(folder, top)
@@ -68,6 +114,7 @@ def _entries(top: str, cwd: str) -> Iterator[_Entry]:
             log.warning("instructions folder skipped", folder=folder, error=str(exc))
             continue
         try:
+            folder_info = os.fstat(fd)
             present: dict[str, os.stat_result] = {}
             for name in CANDIDATES:
                 try:
@@ -77,13 +124,23 @@ def _entries(top: str, cwd: str) -> Iterator[_Entry]:
         finally:
             os.close(fd)
         chosen = chosen_name(present)
-        if chosen is not None:
-            path = os.path.relpath(os.path.join(folder, chosen), top)
-            yield _Entry(folder, chosen, path, present[chosen])
+        if chosen is None:
+            continue
+        reason = _distrust(present[chosen], folder_info, me)
+        if reason is not None:
+            ignored.append(Ignored("instruction file", os.path.join(folder, chosen), reason))
+            continue
+        path = os.path.relpath(os.path.join(folder, chosen), top)
+        entries.append(_Entry(folder, chosen, path, present[chosen]))
+    return entries, ignored
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_uid)
 
 
 def _read(top: str, entry: _Entry) -> InstructionFile | None:
-    """The file's first FILE_LIMIT + 1 bytes, or None when it is not a regular file (or is gone)."""
+    """The file's first FILE_LIMIT + 1 bytes, or None when it is not the regular file judged (or is gone)."""
     try:
         folder_fd = open_folder(entry.folder, top)
         try:
@@ -91,6 +148,8 @@ def _read(top: str, entry: _Entry) -> InstructionFile | None:
         finally:
             os.close(folder_fd)
         try:
+            if _identity(os.fstat(fd)) != _identity(entry.info):
+                raise ToolFailed(f"{entry.path} was replaced after its owner was checked")
             data = read_upto(fd, FILE_LIMIT + 1)
         finally:
             os.close(fd)
@@ -101,22 +160,38 @@ def _read(top: str, entry: _Entry) -> InstructionFile | None:
 
 
 class ProjectInstructions:
-    """One session's instruction section, cached until a file's lstat changes."""
+    """One session's instruction section, cached until a file's lstat changes.
 
-    def __init__(self, cwd: str) -> None:
+    `uid` is whose entries are trusted (besides root's): this process's
+    effective uid unless a test says otherwise.
+    """
+
+    def __init__(self, cwd: str, *, uid: int | None = None) -> None:
         self._cwd = cwd
+        self._uid = os.geteuid() if uid is None else uid
         self._key: object = None
         self._text = ""
+        self._ignored: tuple[Ignored, ...] = ()
+
+    @property
+    def ignored(self) -> tuple[Ignored, ...]:
+        """What the last `current()` left out because it may not be the user's."""
+        return self._ignored
 
     def current(self) -> str:
         """The section as the files stand now (blocking: a few lstat calls, reads only on change)."""
-        top = git_root(self._cwd)
-        entries = list(_entries(top, self._cwd))
-        key = (top, tuple(entry.key() for entry in entries))
+        top, marker = repository_top(self._cwd, self._uid)
+        entries, ignored = _entries(top, self._cwd, self._uid)
+        if marker is not None:
+            ignored.insert(0, marker)
+        key = (top, tuple(entry.key() for entry in entries), tuple(ignored))
         if key != self._key:
             files = [file for file in (_read(top, entry) for entry in entries) if file is not None]
             self._text = render_instructions(files)
+            self._ignored = tuple(ignored)
             self._key = key
+            for each in ignored:
+                log.warning("instructions ignored", what=each.what, path=each.path, reason=each.reason)
             log.debug("instructions read", root=top, files=[f.path for f in files])
         return self._text
 

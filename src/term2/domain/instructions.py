@@ -6,6 +6,12 @@ folder all apply, the deeper ones more specific, so they reach the model root
 first and the most specific last. They are the user's own text, but they can
 be any size: each one and their sum are capped, and a cut is always said out
 loud so the model knows it did not see everything.
+
+They steer every session, so they are trusted only from the user (ADR 0020):
+a file, a `.git` marker or the folder holding either that another user owns
+(root excepted), or a folder every user may write to, could be another local
+user's text in this user's system prompt. Such entries are ignored, as git
+ignores a repository another user owns (`safe.directory`, CVE-2022-24765).
 """
 
 from __future__ import annotations
@@ -18,6 +24,42 @@ PRIMARY = "AGENTS.md"
 CANDIDATES = (PRIMARY, "CLAUDE.md", "GEMINI.md")
 FILE_LIMIT = 32 * 1024
 TOTAL_LIMIT = 64 * 1024
+_FOLDED = frozenset(name.casefold() for name in CANDIDATES)
+_OTHERS_WRITE = 0o002  # S_IWOTH
+
+
+def is_instruction_name(name: str) -> bool:
+    """Whether a file of this name may be read as instructions, whatever its case.
+
+    The loader asks for the exact names, but on a case-insensitive file system
+    (or an ext4 casefold folder) that lookup opens `agents.md` too: the footholds
+    are judged on the folded name so that no spelling slips past them.
+    """
+    return name.casefold() in _FOLDED
+
+
+def is_instruction_file(path: str) -> bool:
+    return is_instruction_name(PurePosixPath(path).name)
+
+
+def untrusted_reason(*, owner: int, folder_owner: int, folder_mode: int, me: int) -> str | None:
+    """Why an entry (instruction file or `.git` marker) with these facts is not the user's, or None.
+
+    ``owner`` owns the entry and ``folder_owner`` the folder holding it, whose
+    permission bits are ``folder_mode``; ``me`` is term2's effective uid. Root
+    is trusted because it could write anything anyway. The folder counts
+    because its owner can swap the entry at will, and a folder that every
+    user may write to lets any of them do so (a sticky bit only keeps them from
+    removing the user's own entries, not from making theirs).
+    """
+    trusted = {me, 0}
+    if owner not in trusted:
+        return f"owned by uid {owner}, not by you (uid {me}) or root"
+    if folder_owner not in trusted:
+        return f"its folder is owned by uid {folder_owner}, not by you (uid {me}) or root"
+    if folder_mode & _OTHERS_WRITE:
+        return "its folder is writable by every user"
+    return None
 
 
 def folders_down(top: str, cwd: str) -> tuple[str, ...]:

@@ -110,11 +110,18 @@ def doctor() -> None:
 @cli.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
 def prompt(folder: str | None) -> None:
-    """Print the system prompt a session in FOLDER (default: here) starts with, project instructions included."""
+    """Print the system prompt a session in FOLDER (default: here) starts with, project instructions included.
+
+    Instruction files and `.git` markers that are not yours (another user's, or
+    in a folder every user may write to) are left out; stderr names each one and why.
+    """
     from term2.app.conversation import system_prompt
     from term2.app.instructions import ProjectInstructions
     from term2.app.tools import WorkspaceToolbox
 
     _settings()  # stdout is the prompt alone
     root = os.path.realpath(folder or os.getcwd())
-    click.echo(system_prompt(root, WorkspaceToolbox().specs(), ProjectInstructions(root).current()), nl=False)
+    instructions = ProjectInstructions(root)
+    click.echo(system_prompt(root, WorkspaceToolbox().specs(), instructions.current()), nl=False)
+    for ignored in instructions.ignored:
+        click.echo(f"term2: project instructions: ignored {ignored}", err=True)
