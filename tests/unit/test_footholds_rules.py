@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from term2.domain.approval import Choice
 from term2.domain.footholds import is_git_dir_shape, is_git_plant, unsafe_root_reason
 from term2.domain.workspace import Access, Workspace
 
@@ -46,6 +47,16 @@ def test_a_git_plant_needs_approval_unless_granted() -> None:
     ws = Workspace("/w")
     assert ws.needs_approval(Access.EDIT, "/w/sub/HEAD", git_plant=True)
     assert not ws.needs_approval(Access.EDIT, "/w/sub/HEAD")
+
+
+@pytest.mark.parametrize("path", ["/w/AGENTS.md", "/w/a/b/c/CLAUDE.md", "/w/GEMINI.md", "/w/x/agents.MD"])
+def test_editing_an_instruction_file_needs_approval_unless_granted(path: str) -> None:
+    ws = Workspace("/w")
+    assert ws.needs_approval(Access.EDIT, path)
+    assert not ws.needs_approval(Access.READ, path)  # reading one is harmless
+    granted = ws.granted(Choice.ALLOW_EDIT_FILE_SESSION, path, "/w", Access.EDIT)
+    assert not granted.needs_approval(Access.EDIT, path)
+    assert not ws.needs_approval(Access.EDIT, path + ".bak")
 
 
 @pytest.mark.parametrize(

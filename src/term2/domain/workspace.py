@@ -3,11 +3,14 @@
 Every decision takes paths that the caller has already resolved with realpath,
 so `..` and symlinks leading out of the root are judged by where they land.
 
-Two kinds of path inside the root are footholds rather than ordinary files,
+Three kinds of path inside the root are footholds rather than ordinary files,
 and the tools treat them like paths outside it: `.git` (hooks and config run
-code on the user's next git command) needs approval to edit, and `.env` files
+code on the user's next git command) and project instruction files
+(`AGENTS.md`, `CLAUDE.md`, `GEMINI.md` in any folder and any case: their text
+steers every later session, ADR 0020) need approval to edit, and `.env` files
 (secrets a model would carry off to its provider) need approval to read or
-edit. The sandbox protects the same paths from shell commands.
+edit. The sandbox protects `.git` and `.env` from shell commands, and reports
+every change a command makes to an instruction file.
 """
 
 from __future__ import annotations
@@ -18,9 +21,19 @@ from pathlib import PurePosixPath
 
 from term2.domain.approval import Choice
 from term2.domain.footholds import is_secret_file
+from term2.domain.instructions import is_instruction_file
 from term2.domain.paths import is_within
 
-__all__ = ["Access", "Grants", "SessionAccess", "Workspace", "is_git_metadata", "is_secret_file", "is_within"]
+__all__ = [
+    "Access",
+    "Grants",
+    "SessionAccess",
+    "Workspace",
+    "is_git_metadata",
+    "is_instruction_file",
+    "is_secret_file",
+    "is_within",
+]
 
 
 class Access(StrEnum):
@@ -80,7 +93,12 @@ class Workspace:
         if access is Access.EDIT:
             if resolved in g.edit_files or any(is_within(resolved, f) for f in g.edit_folders):
                 return False
-            foothold = git_plant or is_secret_file(resolved) or is_git_metadata(resolved, self.root)
+            foothold = (
+                git_plant
+                or is_secret_file(resolved)
+                or is_instruction_file(resolved)
+                or is_git_metadata(resolved, self.root)
+            )
             return not is_within(resolved, self.root) or foothold
         return not any(is_within(resolved, f) for f in g.run_folders)
 

@@ -25,7 +25,7 @@ from term2.domain.approval import (
     offered_options,
 )
 from term2.domain.history import ToolCall
-from term2.domain.workspace import Access, Workspace, is_git_metadata, is_within
+from term2.domain.workspace import Access, Workspace, is_git_metadata, is_instruction_file, is_within
 from term2.ports.approval import ApprovalRequest, DenialReason
 from term2.ports.tools import ToolContext
 
@@ -65,6 +65,11 @@ def approval_description(invocation: Invocation, root: str) -> str:
         return (
             f"Writing this would make {invocation.git_plant} a git directory (or write inside one), "
             "whose config the host's git would run."
+        )
+    if invocation.access is Access.EDIT and is_instruction_file(target):
+        return (
+            f"{target} is a project instruction file: term2 puts its text into the system prompt of every "
+            "later session in this project, so a change to it steers what the agent does next time."
         )
     return f"{target} may hold secrets (.env); its contents would be sent to the model's provider."
 
