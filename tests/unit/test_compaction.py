@@ -186,7 +186,7 @@ class _SecondCallHangs:
         return False
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
-        if call.call_id == "c1":
+        if call.name == "edit_file":  # the call's id is term2's, not the scripted "c1"
             return "edited a.py"
         await anyio.sleep_forever()
         raise AssertionError("unreachable")

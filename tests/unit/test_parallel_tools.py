@@ -39,14 +39,15 @@ class GatedToolbox:
         return call.name == "read"
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
-        self.order.append(f"start {call.call_id}")
+        label = json.loads(call.arguments)["label"]  # the call's id here is term2's, not the scripted one
+        self.order.append(f"start {label}")
         if call.name == "read":
-            self.started.append(call.call_id)
+            self.started.append(label)
             if len(self.started) == self.reads:
                 self.all_started.set()
             await self.all_started.wait()
-        self.order.append(f"end {call.call_id}")
-        return f"result of {call.call_id}"
+        self.order.append(f"end {label}")
+        return f"result of {label}"
 
 
 def _ctx(root: Path) -> ToolContext:
@@ -60,8 +61,8 @@ def _ctx(root: Path) -> ToolContext:
 
 
 async def test_reads_run_together_and_results_keep_the_models_order(tmp_path: Path) -> None:
-    calls = tuple((call_id, name, "{}") for call_id, name in (("r1", "read"), ("r2", "read"), ("r3", "read"),
-                                                            ("w1", "write"), ("r4", "read")))  # fmt: skip
+    script = (("r1", "read"), ("r2", "read"), ("r3", "read"), ("w1", "write"), ("r4", "read"))
+    calls = tuple((call_id, name, json.dumps({"label": call_id})) for call_id, name in script)
     llm = ScriptedProvider([tool_call_response(*calls), text_response("done")])
     toolbox = GatedToolbox(reads=3)
     transcript = transcript_of(ChatMessage("user", "go"), record=_ignore)

@@ -10,6 +10,9 @@ before each request the compactor may also compact ahead of the limit.
 Everything the model sees and says goes into the transcript as it happens
 (its calls and their results structurally, reasoning blocks kept), so the
 next request, in this turn or the next, starts with exactly what this one sent.
+
+Each tool call is run, recorded and shown under an id term2 made; the model's
+own id stays in the transcript only (`call_names.py`, ADR 0021).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
+from term2.app.call_names import CallNamer, NamedCall
 from term2.app.clock import new_id
 from term2.app.compaction import Compactor
 from term2.app.metering import Meter
@@ -62,12 +66,13 @@ class Backoff:
 class _Response:
     """What one model response produced so far; kept so a cancelled turn still records it."""
 
-    def __init__(self) -> None:
+    def __init__(self, namer: CallNamer) -> None:
         self.message_id = new_id("msg")
         self.thought_id = new_id("thought")
         self.text: list[str] = []
         self.thought: list[str] = []
-        self.calls: list[ToolCallRequest] = []
+        self.calls: list[NamedCall] = []
+        self.namer = namer
         self.reasoning: list[ReasoningBlock] = []
         self.finish = FinishReason.STOP
         self.tokens: int | None = None  # the provider's count for the request and this answer
@@ -81,7 +86,8 @@ class _Response:
         """
         if not (self.text or self.calls):
             return None
-        return ChatMessage("assistant", "".join(self.text), tuple(self.calls), reasoning=tuple(self.reasoning))
+        calls = tuple(named.sent for named in self.calls)
+        return ChatMessage("assistant", "".join(self.text), calls, reasoning=tuple(self.reasoning))
 
     def entries(self) -> list[HistoryEntry]:
         out: list[HistoryEntry] = []
@@ -125,19 +131,19 @@ async def run_loop(
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
 
-        async def deliver(call: ToolCallRequest, result: str) -> None:
+        async def deliver(named: NamedCall, result: str) -> None:
             with anyio.CancelScope(shield=True):  # the call ran: its result is kept even if the turn is cancelled now
                 text = await bounded_result(result, ctx.session_id, ctx.outputs)
-                await transcript.add(ChatMessage("tool", text, tool_call_id=call.call_id))
+                await transcript.add(ChatMessage("tool", text, tool_call_id=named.sent.call_id))
 
         await _run_tools(response.calls, toolbox, ctx, deliver)
 
 
 async def _run_tools(
-    calls: list[ToolCallRequest],
+    calls: list[NamedCall],
     toolbox: Toolbox,
     ctx: ToolContext,
-    deliver: Callable[[ToolCallRequest, str], Awaitable[None]],
+    deliver: Callable[[NamedCall, str], Awaitable[None]],
 ) -> None:
     """Run the calls, delivering each result in the order the model asked, as soon as it can be.
 
@@ -152,18 +158,18 @@ async def _run_tools(
     index = 0
     while index < len(calls):
         end = index
-        while end < len(calls) and toolbox.runs_concurrently(calls[end], ctx):
+        while end < len(calls) and toolbox.runs_concurrently(calls[end].call, ctx):
             end += 1
         if end - index > 1:
             results: list[str] = [""] * (end - index)
             async with anyio.create_task_group() as tg:
                 for position in range(index, end):
-                    tg.start_soon(_run_into, results, position - index, calls[position], toolbox, ctx)
+                    tg.start_soon(_run_into, results, position - index, calls[position].call, toolbox, ctx)
             for position in range(index, end):
                 await deliver(calls[position], results[position - index])
             index = end
             continue
-        await deliver(calls[index], await toolbox.execute(calls[index], ctx))
+        await deliver(calls[index], await toolbox.execute(calls[index].call, ctx))
         index += 1
 
 
@@ -193,7 +199,7 @@ async def _respond(
     """
     failed, waited, overflows = 0, 0.0, 0
     while True:
-        response = _Response()
+        response = _Response(CallNamer(transcript.messages))
         try:
             await _stream_response(transcript, llm, ctx, response, meter)
             return response
@@ -236,7 +242,7 @@ async def _stream_response(
                     response.thought.append(event.text)
                     await ctx.emit(MessageChunk(response.thought_id, event.text, thought=True))
             elif isinstance(event, ToolCallReady):
-                response.calls.append(event.call)
+                response.calls.append(response.namer.name(event.call))
             elif isinstance(event, ReasoningReady):
                 response.reasoning.append(event.block)
             elif isinstance(event, Usage):

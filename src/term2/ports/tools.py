@@ -52,7 +52,11 @@ class Toolbox(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
-        """Run one call to its end and return the text the model sees as its result."""
+        """Run one call to its end and return the text the model sees as its result.
+
+        ``call.call_id`` is term2's name for the call, unique in the session (never the
+        model's own id, ADR 0021): the history, the client and approvals key the call by it.
+        """
         ...
 
     def runs_concurrently(self, call: ToolCallRequest, ctx: ToolContext) -> bool:
