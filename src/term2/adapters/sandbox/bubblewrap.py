@@ -50,6 +50,7 @@ from term2.adapters.sandbox.spawner import spawn
 from term2.adapters.sandbox.tree_scan import (
     ScanIncomplete,
     TreeScan,
+    instruction_notice,
     quarantine_plants,
     refuse_incomplete,
     scan_after,
@@ -339,9 +340,10 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
 
 
 def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[str]:
-    """After every run: quarantine planted git metadata and, for host-root runs, strip setid bits.
+    """After every run: quarantine planted git metadata, report changed instruction files and, for
+    host-root runs, strip setid bits.
 
-    One walk serves both. Setid stripping is only for runs mapped to host
+    One walk serves all three. Setid stripping is only for runs mapped to host
     root: the seccomp filter already refuses to create those bits, and this is
     the backstop where a miss would be a setuid-root binary.
     """
@@ -355,6 +357,10 @@ def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[
     notices = quarantine_plants(root, before, after)
     for notice in notices:
         _log.warning("sandbox.quarantined", root=root, notice=notice)
+    instructions = instruction_notice(root, before, after)
+    if instructions is not None:
+        _log.warning("sandbox.instructions_changed", root=root, notice=instructions)
+        notices.append(instructions)
     return notices
 
 

@@ -11,6 +11,13 @@ quarantined``, a shape's ``HEAD`` → ``HEAD.term2-quarantined``), because the
 host's git obeys their ``config`` (``core.fsmonitor``, ``core.hooksPath``…)
 on the next ``git status`` an editor runs by itself (ADR 0005).
 
+The same two walks also note every project instruction file (``AGENTS.md``,
+``CLAUDE.md``, ``GEMINI.md``, any case) and its identity as ``lstat`` gives it,
+change time included, which no command can set back. One the command created,
+changed, replaced or removed is reported, not quarantined (ADR 0020): it is
+ordinary text the user may well have asked for, but its text reaches the
+system prompt of later sessions, so the model and the user must be told.
+
 The walk holds one descriptor per level and opens every folder with
 ``O_NOFOLLOW`` relative to its parent, so a command running beside it (a
 concurrent run on the same root) cannot steer it out of the root, and the
@@ -24,11 +31,13 @@ import stat
 from dataclasses import dataclass, field
 
 from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_name
+from term2.domain.instructions import is_instruction_name
 from term2.ports.sandbox import SandboxFailed
 
 SCAN_MAX_ENTRIES = 1_000_000
 SCAN_MAX_DEPTH = 256  # descriptors held at once; deeper trees are refused
 QUARANTINE_SUFFIX = ".term2-quarantined"
+NOTICE_PATHS = 20  # instruction files named in one notice; the rest are counted
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -52,6 +61,8 @@ class TreeScan:
     secret_links: list[str] = field(default_factory=list)
     marks: dict[str, GitMark] = field(default_factory=dict)  # below the root; the root's own .git apart
     setid_files: list[str] = field(default_factory=list)  # only when asked: it costs a stat per file
+    # Every instruction file outside git metadata, by path: (mode, dev, ino, size, mtime, ctime) unfollowed.
+    instructions: dict[str, tuple[int, ...]] = field(default_factory=dict)
     entries: int = 0
 
 
@@ -129,6 +140,8 @@ def _visit(scan: TreeScan, fd: int, path: str, limit: int, setid: bool, *, quiet
                     if is_dir and setid:
                         subdirs.append((name, True))
                     continue
+                if is_instruction_name(name):
+                    _note_instruction(scan, entry, os.path.join(path, name))
                 if is_dir:
                     subdirs.append((name, False))
                 elif is_secret_name(name):
@@ -143,6 +156,14 @@ def _visit(scan: TreeScan, fd: int, path: str, limit: int, setid: bool, *, quiet
         scan.marks[path] = GitMark(path, "shape", (st.st_dev, st.st_ino))
         subdirs = [(name, True) for name, _quiet in subdirs] if setid else []
     return sorted(subdirs, reverse=True)
+
+
+def _note_instruction(scan: TreeScan, entry: os.DirEntry[str], path: str) -> None:
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return  # gone since it was listed: the walk after tells whether it came back
+    scan.instructions[path] = (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _has_setid(entry: os.DirEntry[str]) -> bool:
@@ -207,11 +228,15 @@ def scan_after(root: str, limit: int = SCAN_MAX_ENTRIES, *, setid: bool = False)
         return scan_tree(root, limit=limit, setid=setid)
     except ScanIncomplete as exc:
         return (
-            f"term2 could not check the workspace for planted git metadata after this command ({exc}); "
+            f"term2 could not check the workspace for planted git metadata or changed instruction files after "
+            f"this command ({exc}); "
             "commands stay refused until the tree is smaller"
         )
     except OSError as exc:
-        return f"term2 could not check the workspace for planted git metadata after this command: {exc}"
+        return (
+            "term2 could not check the workspace for planted git metadata or changed instruction files after "
+            f"this command: {exc}"
+        )
 
 
 def quarantine_plants(root: str, before: TreeScan, after: TreeScan) -> list[str]:
@@ -232,6 +257,32 @@ def quarantine_plants(root: str, before: TreeScan, after: TreeScan) -> list[str]
             "ask the user to run git init or git clone themselves."
         )
     return notices
+
+
+def instruction_changes(before: TreeScan, after: TreeScan) -> list[tuple[str, str]]:
+    """(what happened, path) for each instruction file the command created, changed or removed."""
+    changes = [
+        ("created" if path not in before.instructions else "changed", path)
+        for path, ident in after.instructions.items()
+        if before.instructions.get(path) != ident
+    ]
+    changes += [("removed", path) for path in before.instructions if path not in after.instructions]
+    return sorted(changes, key=lambda change: change[1])
+
+
+def instruction_notice(root: str, before: TreeScan, after: TreeScan) -> str | None:
+    """After a command: the one notice, for the model and the user, naming the instruction files it touched."""
+    changes = instruction_changes(before, after)
+    if not changes:
+        return None
+    named = "; ".join(f"{what} {os.path.relpath(path, root)}" for what, path in changes[:NOTICE_PATHS])
+    if len(changes) > NOTICE_PATHS:
+        named += f"; and {len(changes) - NOTICE_PATHS} more"
+    return (
+        f"term2 noticed that this command changed project instruction files ({named}). term2 puts their text "
+        "into the system prompt of later sessions in this project, so they steer what the agent does next "
+        "time; they were left as they are. Tell the user which ones changed so they can review them."
+    )
 
 
 def refuse_incomplete(root: str, exc: ScanIncomplete) -> SandboxFailed:
