@@ -414,8 +414,26 @@ def test_anthropic_thinking_and_max_tokens_rules(server: FakeLLMServer, kwargs: 
             [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "x"}],
             "all messages must have non-empty content",
         ),
+        (
+            [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "b"}]},
+            ],
+            "messages.3.content.0: `tool_use` ids must be unique",
+        ),
     ],
-    ids=["system-role", "assistant-first", "not-alternating", "unanswered-tool-use", "orphan-result", "empty"],
+    ids=[
+        "system-role",
+        "assistant-first",
+        "not-alternating",
+        "unanswered-tool-use",
+        "orphan-result",
+        "empty",
+        "tool-use-id-reused",
+    ],
 )
 def test_anthropic_invalid_conversations_are_bad_requests(
     server: FakeLLMServer, messages: list[Any], needle: str

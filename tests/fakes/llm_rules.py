@@ -24,6 +24,7 @@ Anthropic Messages
   * Every `tool_use` of an assistant message is answered by a `tool_result` in the
     very next user message (tool results first in that message), and every
     `tool_result` answers a `tool_use` of the previous assistant message.
+  * `tool_use` ids are unique over the whole conversation, not only within a message.
   * At most 4 blocks with `cache_control` over tools + system + messages.
   * `thinking: {"type": "enabled", "budget_tokens": B}`: B >= 1024 and B <
     max_tokens; `temperature` only 1; no forced `tool_choice`; in a tool loop (the
@@ -460,9 +461,18 @@ def _anthropic_content(messages: list[dict[str, Any]]) -> Rejection | None:
 
 
 def _anthropic_tool_pairs(messages: list[dict[str, Any]]) -> Rejection | None:
+    seen: set[str] = set()
     for i, msg in enumerate(messages):
         blocks = _blocks_of(msg.get("content"))
         if msg["role"] == "assistant":
+            for j, block in enumerate(blocks):
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    if str(block.get("id")) in seen:
+                        return anthropic_error(
+                            f"messages.{i}.content.{j}: `tool_use` ids must be unique",
+                            reason=f"tool_use id {block.get('id')!r} used twice",
+                        )
+                    seen.add(str(block.get("id")))
             uses = [str(b.get("id")) for b in _types(blocks, "tool_use")]
             if not uses:
                 continue
