@@ -106,7 +106,19 @@ class Agent:
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}, TURN_TIMEOUT
             )
             messages = [*self.proc.log, response]
-        return Turn(call_id, messages, self.asked()[before:])
+        return Turn(run_code_id(messages, call_id), messages, self.asked()[before:])
+
+
+def run_code_id(messages: list[Message], model_id: str) -> str:
+    """The id term2 gave the turn's run_code call: never the model's own (ADR 0021)."""
+    ids = {
+        u["toolCallId"]
+        for u in updates(messages)
+        if u["sessionUpdate"] in ("tool_call", "tool_call_update")
+        and u.get("_meta", {}).get("term2", {}).get("parentToolCallId") is None
+    }
+    assert len(ids) == 1 and model_id not in ids, ids
+    return ids.pop()
 
 
 @dataclass
@@ -369,7 +381,7 @@ def test_v2_cancel_while_the_program_runs_kills_it(v2: Agent) -> None:
         time.sleep(0.05)
     assert processes_with(marker, environ=True) == []
     assert not _alive(program_pid)
-    turn = Turn(call_id, messages, [])
+    turn = Turn(run_code_id(messages, call_id), messages, [])
     assert turn.parent()["status"] == "cancelled"
 
 
