@@ -242,7 +242,11 @@ async def _stream_response(
                     response.thought.append(event.text)
                     await ctx.emit(MessageChunk(response.thought_id, event.text, thought=True))
             elif isinstance(event, ToolCallReady):
-                response.calls.append(response.namer.name(event.call))
+                named = response.namer.name(event.call)
+                response.calls.append(named)
+                log.debug(  # the one place that links the model's id to term2's
+                    "tool call named", session_id=ctx.session_id, call_id=named.call.call_id, sent_id=named.sent.call_id
+                )
             elif isinstance(event, ReasoningReady):
                 response.reasoning.append(event.block)
             elif isinstance(event, Usage):
