@@ -305,7 +305,9 @@ HUGE = 2 * 1024**3
 BIG_FILE_SCRIPT = """
 import os, resource, sys
 import anyio
+from types import SimpleNamespace
 from term2.app.tools.{module} import {tool}
+from term2.domain.workspace import Workspace
 
 root, path = sys.argv[1], sys.argv[2]
 read = 0
@@ -322,7 +324,8 @@ with open("/proc/self/status") as status:
 resource.setrlimit(resource.RLIMIT_AS, (vm + 768 * 1024 * 1024, hard))
 invocation = {tool}().prepare({args}, root)
 try:
-    text = anyio.run(invocation.run, None, "call-1").text
+    ctx = SimpleNamespace(access=SimpleNamespace(workspace=Workspace(root)))  # what the tools read of a context
+    text = anyio.run(invocation.run, ctx, "call-1").text
 except Exception as err:  # what the toolbox would report as a failed call
     text = f"Error: {{err}}"
 print(read)

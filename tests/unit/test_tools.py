@@ -20,6 +20,7 @@ from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.read import ReadFile
 from term2.app.turn import Turn
 from term2.domain.approval import Choice
+from term2.domain.diff import git_patch
 from term2.domain.history import (
     DiffOutput,
     HistoryEntry,
@@ -330,11 +331,12 @@ async def test_write_creates_and_overwrites(h: Harness) -> None:
     target = h.root / "new" / "dir" / "f.txt"
     assert target.read_text() == "one\n"
     assert text.startswith(f"Created {target} (+1 -0)")
-    assert h.last().content == (DiffOutput(str(target), None, "one\n"),)
+    assert h.last().content == (DiffOutput(str(target), None, "one\n", patch=git_patch(str(target), None, "one\n")),)
     assert h.last().kind is ToolKind.EDIT
     await h.call("write_file", path="new/dir/f.txt", content="two\n")
     assert target.read_text() == "two\n"
-    assert h.last().content == (DiffOutput(str(target), "one\n", "two\n"),)
+    patch = git_patch(str(target), "one\n", "two\n")
+    assert h.last().content == (DiffOutput(str(target), "one\n", "two\n", patch=patch),)
     assert h.statuses() == DONE + DONE
     assert not h.approver.requests
 
@@ -467,13 +469,21 @@ async def test_edit_outside_asks_and_folder_grant_sticks(h: Harness) -> None:
         Choice.REJECT,
     ]
     assert target.read_text() == "x"
-    # Later calls in the granted folder (even through a fresh context) do not ask.
+    # Later writes in the granted folder (even through a fresh context) do not ask.
     await h.call("write_file", path=str(h.outside / "sub" / "other.txt"), content="y")
-    await h.call("edit_file", path=str(target), old_string="x", new_string="z")
     assert len(h.approver.requests) == 1
+    # An edit_file there reads the file to find its text: an edit grant is not a read grant, so it asks to read.
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
+    await h.call("edit_file", path=str(target), old_string="x", new_string="z")
+    read_request = h.approver.requests[1]
+    assert read_request.title == f"Allow reading {target} to edit it?"
+    assert [o.choice for o in read_request.options] == [Choice.ALLOW_ONCE, Choice.ALLOW_FOLDER_SESSION, Choice.REJECT]
+    assert target.read_text() == "z"
+    await h.call("edit_file", path=str(target), old_string="z", new_string="w")
+    assert len(h.approver.requests) == 2, "the folder is now granted for reading and editing"
     # ... but the parent folder is not covered.
     await h.call("write_file", path=str(h.outside / "top.txt"), content="t")
-    assert len(h.approver.requests) == 2
+    assert len(h.approver.requests) == 3
 
 
 async def test_file_grant_covers_only_that_file(h: Harness) -> None:

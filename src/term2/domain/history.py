@@ -60,6 +60,8 @@ class DiffOutput:
     old_text: str | None
     new_text: str
     kind: Literal["diff"] = "diff"
+    # The git patch, computed off the event loop with the change; None in entries recorded before it was.
+    patch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

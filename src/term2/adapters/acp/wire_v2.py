@@ -71,6 +71,14 @@ def _stop_reason(reason: StopReason) -> v2.StopReason:
     return STOP_REASONS[reason]
 
 
+def _patch_of(output: DiffOutput) -> str:
+    """The patch the tool computed in its worker thread; entries recorded before it did are rendered here
+    (bounded: diff.py's step budget)."""
+    if output.patch is not None:
+        return output.patch
+    return git_patch(output.path, output.old_text, output.new_text)
+
+
 def tool_content(output: ToolOutput) -> v2.ToolCallContent:
     if isinstance(output, DiffOutput):
         change: v2.DiffChange = (
@@ -81,7 +89,7 @@ def tool_content(output: ToolOutput) -> v2.ToolCallContent:
         return {
             "type": "diff",
             "changes": [change],
-            "patch": {"format": "git_patch", "text": git_patch(output.path, output.old_text, output.new_text)},
+            "patch": {"format": "git_patch", "text": _patch_of(output)},
         }
     if isinstance(output, TerminalOutput):
         return {"type": "terminal", "terminalId": output.terminal_id}

@@ -20,22 +20,18 @@ import anyio.to_thread
 from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
+from term2.app.tools.changes import client_content, may_read, show_change
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
-from term2.domain.diff import change_summary, git_patch
-from term2.domain.history import DiffOutput, Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
 from term2.domain.near_match import closest_lines
-from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
-PATCH_LIMIT = 8 * 1024  # patch text echoed back to the model
-
-
-EDIT_LIMIT = 10 * 1024 * 1024  # old text read to edit or diff
+EDIT_LIMIT = 10 * 1024 * 1024  # a file read to edit or diff, and a file an edit may produce (as read_file's)
 
 
 class NotText(ToolFailed):
@@ -43,7 +39,7 @@ class NotText(ToolFailed):
 
 
 def _edit_invocation(
-    title: str, path: str, root: str, runner: Runner, new_text: Callable[[str | None], str]
+    title: str, path: str, root: str, runner: Runner, new_text: Callable[[str | None], str], *, reads_target: bool
 ) -> Invocation:
     return Invocation(
         title=title,
@@ -54,29 +50,47 @@ def _edit_invocation(
         run=runner,
         git_plant=git_plant_folder(path, root),
         preview=partial(_preview, path, root, new_text),
+        reads_target=reads_target,
     )
 
 
 def _preview(path: str, root: str, new_text: Callable[[str | None], str]) -> tuple[ToolOutput, ...]:
-    """The diff the call would make now; nothing when it would fail (its run says why)."""
+    """The diff the call would make now, for the user's review; nothing when it would fail (its run says why)."""
     try:
         old = _read_existing(path, root)
-        return (DiffOutput(path, old, new_text(old)),)
+        return (client_content(path, old, new_text(old)),)
     except (ToolFailed, OSError, ValueError):  # NotText is a ToolFailed
         return ()
 
 
-def _replaced(path: str, old_string: str, new_string: str, replace_all: bool, old: str | None) -> tuple[str, int]:
-    """The edited text and the number of replacements; ToolFailed says why the edit cannot apply."""
+def _replaced(
+    path: str, old_string: str, new_string: str, replace_all: bool, old: str | None, *, hints: bool = True
+) -> tuple[str, int]:
+    """The edited text and the number of replacements; ToolFailed says why the edit cannot apply.
+
+    Without `hints` (the model may not read the file) a failure says nothing of the file's text.
+    """
     if old is None:
         raise ToolFailed(f"file not found: {path} (use write_file to create it)")
     count = old.count(old_string)
     if count == 0:
+        if not hints:
+            raise ToolFailed(
+                f"old_string was not found in {path}; term2 shows nothing of its text because reading "
+                f"{path} needs the user's approval (ask for it with read_file)"
+            )
         raise ToolFailed(_not_found(path, old, old_string))
     if count > 1 and not replace_all:
+        times = f"{count} times" if hints else "more than once"
         raise ToolFailed(
-            f"old_string matches {count} times in {path}; include more surrounding context to make "
+            f"old_string matches {times} in {path}; include more surrounding context to make "
             "it unique, or set replace_all to true"
+        )
+    replaced = count if replace_all else 1
+    size = len(old) + replaced * (len(new_string) - len(old_string))
+    if size > EDIT_LIMIT:
+        raise ToolFailed(
+            f"the edit would make {path} {human_size(size)} long; the limit is {human_size(EDIT_LIMIT)}"
         )
     return (old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)), count
 
@@ -106,15 +120,10 @@ def _read_existing(path: str, root: str) -> str | None:
 
 
 def _write(path: str, root: str, text: str) -> bool:
-    return write_whole(path, root, text.encode("utf-8"))
-
-
-def _report(path: str, old: str | None, new: str, verb: str) -> str:
-    added, removed = change_summary(old, new)
-    patch = git_patch(path, old, new)
-    patch = keep_head(patch, PATCH_LIMIT, "\n[patch truncated]\n")
-    summary = f"{verb} {path} (+{added} -{removed})\n"
-    return summary + patch if patch else summary + "(no change)\n"
+    data = text.encode("utf-8")
+    if len(data) > EDIT_LIMIT:
+        raise ToolFailed(f"{path} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}")
+    return write_whole(path, root, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,28 +155,44 @@ class WriteFile:
     def prepare(self, args: Arguments, root: str) -> Invocation:
         path = resolve(root, required_str(args, "path"))
         content = required_str(args, "content", allow_empty=True)
+        if len(content) > EDIT_LIMIT:
+            raise ArgumentError(
+                f"content is {human_size(len(content))} long; a file term2 writes is at most {human_size(EDIT_LIMIT)}"
+            )
         return _edit_invocation(
-            f"Write {path}", path, root, partial(self._run, path, root, content), lambda _old: content
+            f"Write {path}",
+            path,
+            root,
+            partial(self._run, path, root, content),
+            lambda _old: content,
+            reads_target=False,
         )
 
     async def _run(
         self, path: str, root: str, content: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        return await anyio.to_thread.run_sync(partial(write_file, path, root, content))
+        readable = may_read(ctx, path)
+        return await anyio.to_thread.run_sync(partial(write_file, path, root, content, old_readable=readable))
 
 
-def write_file(path: str, root: str, content: str) -> Outcome:
-    """Create or overwrite `path`; old content that is not text is replaced without a diff."""
+def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
+    """Create or overwrite `path`; old content that is not text is replaced without a diff.
+
+    Without `old_readable` the model is told only that the file was written: not whether it existed,
+    nor anything of what it held.
+    """
     try:
         old = _read_existing(path, root)
     except NotText as why:
         _write(path, root, content)
-        text = f"Overwrote {path}; its old content is not shown ({why})\n"
+        reason = f" ({why})" if old_readable else ""
+        text = f"{'Overwrote' if old_readable else 'Wrote'} {path}; its old content is not shown{reason}\n"
         return Outcome(text, (TextOutput(text),))
     created = _write(path, root, content)
-    verb = "Created" if created else "Overwrote"
     old = None if created else old
-    return Outcome(_report(path, old, content, verb), (DiffOutput(path, old, content),))
+    verb = ("Created" if created else "Overwrote") if old_readable else "Wrote"
+    shown = show_change(path, old, content, verb, old_readable=old_readable or created)
+    return Outcome(shown.text, (shown.content,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,10 +240,11 @@ class EditFile:
             )
         replace_all = optional_bool(args, "replace_all")
         runner = partial(self._run, path, root, old_string, new_string, replace_all)
+
         def change(old: str | None) -> str:
             return _replaced(path, old_string, new_string, replace_all, old)[0]
 
-        return _edit_invocation(f"Edit {path}", path, root, runner, change)
+        return _edit_invocation(f"Edit {path}", path, root, runner, change, reads_target=True)
 
     async def _run(
         self,
@@ -230,8 +256,9 @@ class EditFile:
         ctx: ToolContext,
         call_id: str,
     ) -> Outcome:
+        readable = may_read(ctx, path)
         return await anyio.to_thread.run_sync(
-            partial(edit_file, path, root, old_string, new_string, replace_all)
+            partial(edit_file, path, root, old_string, new_string, replace_all, old_readable=readable)
         )
 
 
@@ -250,16 +277,15 @@ def _not_found(path: str, text: str, old_string: str) -> str:
 
 
 def edit_file(
-    path: str, root: str, old_string: str, new_string: str, replace_all: bool
+    path: str, root: str, old_string: str, new_string: str, replace_all: bool, *, old_readable: bool = True
 ) -> Outcome:
+    """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
+    no closest lines, no count, no patch (the client still gets its diff)."""
     old = _read_existing(path, root)
-    new, count = _replaced(path, old_string, new_string, replace_all, old)
+    new, count = _replaced(path, old_string, new_string, replace_all, old, hints=old_readable)
     _write(path, root, new)
     before = old or ""  # _replaced refused a missing file
     line = before.count("\n", 0, before.index(old_string)) + 1
-    verb = f"Edited ({count} replacements)" if count > 1 else "Edited"
-    return Outcome(
-        _report(path, old, new, verb),
-        (DiffOutput(path, old, new),),
-        locations=(Location(path, line),),
-    )
+    verb = f"Edited ({count} replacements)" if count > 1 and old_readable else "Edited"
+    shown = show_change(path, old, new, verb, old_readable=old_readable)
+    return Outcome(shown.text, (shown.content,), locations=(Location(path, line),))

@@ -44,17 +44,26 @@ DENIAL_TEXT: dict[DenialReason, str] = {
 VERBS = {Access.READ: "reading", Access.EDIT: "editing", Access.EXECUTE: "running"}
 
 
-def approval_title(invocation: Invocation) -> str:
+def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
     if invocation.command is not None:
         return (
             f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
         )
+    if asked is Access.READ and invocation.access is not Access.READ:
+        return f"Allow reading {invocation.target} to edit it?"
     return f"Allow {VERBS[invocation.access]} {invocation.target}?"
 
 
-def approval_description(invocation: Invocation, root: str) -> str:
+def approval_description(invocation: Invocation, root: str, asked: Access | None = None) -> str:
     """Why this call needs the user: the first foothold it touches, or the root it leaves."""
     target = invocation.target
+    if asked is Access.READ and invocation.access is not Access.READ:
+        outside = not is_within(target, root)
+        why = f"it is outside the workspace root {root}" if outside else "it may hold secrets (.env)"
+        return (
+            f"The edit must read {target} to find the text it replaces, and what it finds reaches the model; "
+            f"reading {target} needs your approval because {why}. Edits alone do not allow reading."
+        )
     if invocation.access is Access.EXECUTE:
         return f"The command runs in the sandbox; only {root} is writable."
     if not is_within(target, root):
@@ -74,10 +83,23 @@ def approval_description(invocation: Invocation, root: str) -> str:
     return f"{target} may hold secrets (.env); its contents would be sent to the model's provider."
 
 
+def question(invocation: Invocation, workspace: Workspace) -> Access | None:
+    """The access the user must allow before the call may run, or None: the one question, asked the same way
+    everywhere (before asking, before running calls side by side, before preparing a preview of the change).
+
+    An edit that reads its target (edit_file finds old_string in it, and its answer says whether and where)
+    is a read too: where reading needs approval, an edit grant alone does not let it run, or the model could
+    learn a file it may not read one guessed string at a time.
+    """
+    if workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None):
+        return invocation.access
+    if invocation.reads_target and workspace.needs_approval(Access.READ, invocation.target):
+        return Access.READ
+    return None
+
+
 def needs_approval(invocation: Invocation, workspace: Workspace) -> bool:
-    """Whether the call may run only with the user's approval: the one question, asked the same way everywhere
-    (before asking, before running calls side by side, before preparing a preview of the change)."""
-    return workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None)
+    return question(invocation, workspace) is not None
 
 
 async def authorize(
@@ -85,17 +107,18 @@ async def authorize(
 ) -> DenialReason | None:
     """None when the call may run, otherwise why it may not."""
     workspace = ctx.access.workspace
-    if not needs_approval(invocation, workspace):
+    asked = question(invocation, workspace)
+    if asked is None:
         return None
-    options = offered_options(workspace.choices_for(invocation.access))
+    options = offered_options(workspace.choices_for(asked))
     revision = ctx.interaction.current()
     if revision is None or not options:
         return "no_interaction"  # e.g. a run_code program's nested call after its prompt ended
     request = ApprovalRequest(
         session_id=ctx.session_id,
         tool_call=pending,
-        title=approval_title(invocation),
-        description=approval_description(invocation, workspace.root),
+        title=approval_title(invocation, asked),
+        description=approval_description(invocation, workspace.root, asked),
         options=options,
         command=invocation.command,
     )
@@ -112,7 +135,7 @@ async def authorize(
     offered = {option.choice for option in options}
     if choice is not None and choice in offered and is_allow(choice):
         if PERMISSION_KINDS[choice] is OptionKind.ALLOW_ALWAYS:
-            ctx.access.grant(choice, invocation.target, invocation.grant_folder, invocation.access)
+            ctx.access.grant(choice, invocation.target, invocation.grant_folder, asked)
         return None
     if decision.denial is not None:
         return decision.denial

@@ -1,0 +1,64 @@
+"""What a file change shows: the client, a bounded diff; the model, only what it may read.
+
+Two audiences, two rules (ADR 0019):
+
+* The model's provider learns whatever a tool result holds. An edit
+  permission is not a read permission, so a result carries old content (a
+  patch's context and removed lines, the closest lines to a missed
+  old_string) only where the model could read the file without asking.
+  Elsewhere it says what was done and that the old text is not shown.
+* The client is the user's own editor, which may show the user the file
+  anyway; it gets the diff, but never more than DIFF_CONTENT_LIMIT of it in
+  one update or permission request: a larger change is one line of counts.
+
+Everything here blocks (it diffs): callers run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from term2.domain.diff import Change, describe_change
+from term2.domain.history import DiffOutput, TextOutput, ToolOutput
+from term2.domain.truncation import keep_head
+from term2.domain.workspace import Access
+from term2.ports.tools import ToolContext
+
+PATCH_LIMIT = 8 * 1024  # patch text echoed back to the model
+DIFF_CONTENT_LIMIT = 256 * 1024  # old + new characters one diff in an update may carry
+
+
+def may_read(ctx: ToolContext, path: str) -> bool:
+    """Whether the model could read `path` now without asking: only then may a result show its old text."""
+    return not ctx.access.workspace.needs_approval(Access.READ, path)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownChange:
+    text: str  # the model's
+    content: ToolOutput  # the client's
+
+
+def client_content(path: str, old: str | None, new: str, change: Change | None = None) -> ToolOutput:
+    """The diff for the client, or a line of counts when it is too large for one update."""
+    if len(old or "") + len(new) <= DIFF_CONTENT_LIMIT:
+        change = change or describe_change(path, old, new)
+        if change.patch is not None:
+            return DiffOutput(path, old, new, patch=change.patch)
+    change = change or describe_change(path, old, new, max_chars=0)
+    return TextOutput(f"{path}: +{change.added} -{change.removed} lines (too large to show as a diff)\n")
+
+
+def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:
+    """The model's one-line summary (with the patch where it may read the file) and the client's diff."""
+    change = describe_change(path, old, new)
+    content = client_content(path, old, new, change)
+    if old is not None and not old_readable:
+        text = f"{verb} {path}; what it held before is not shown: reading {path} needs the user's approval\n"
+        return ShownChange(text, content)
+    summary = f"{verb} {path} (+{change.added} -{change.removed})\n"
+    if change.patch is None:
+        return ShownChange(summary + "(the diff is too large to show)\n", content)
+    if not change.patch:
+        return ShownChange(summary + "(no change)\n", content)
+    return ShownChange(summary + keep_head(change.patch, PATCH_LIMIT, "\n[patch truncated]\n"), content)

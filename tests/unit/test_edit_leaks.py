@@ -1,0 +1,104 @@
+"""An edit permission is not a read permission (issue 18.1, ADR 0019).
+
+A prompt-injected model that may edit somewhere it may not read must learn
+nothing of what the files there hold: not from a missed old_string's closest
+lines, not from a patch's context or removed lines, not from a count of
+matches, not from a guessed string's match (edit_file asks to read first).
+The client, the user's own editor, still gets the diff. Each case reads the
+model's text (what its provider would receive) for a planted secret.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from term2.domain.approval import Choice
+from term2.domain.history import DiffOutput
+from term2.domain.workspace import SessionAccess
+from term2.ports.approval import ApprovalDecision
+from tests.fakes.approvers import FixedApprover
+from tests.fakes.sandboxes import CannedSandbox
+from tests.unit.test_tools import Harness
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "hunter2-0f3a"
+CREDENTIALS = f"[default]\naws_access_key_id = AKIA{SECRET}\naws_secret_access_key = s3cr3t/{SECRET}\nregion = eu\n"
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    root, outside = Path(os.path.realpath(root)), Path(os.path.realpath(outside))
+    (outside / "credentials").write_text(CREDENTIALS)
+    (root / ".env").write_text(f"API_KEY={SECRET}\nDEBUG=1\n")
+    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
+
+
+async def _grant_edits_outside(h: Harness) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_EDIT_FOLDER_SESSION)
+    await h.call("write_file", path=str(h.outside / "notes.txt"), content="granted\n")
+    assert len(h.approver.requests) == 1
+
+
+async def test_an_edit_grant_does_not_let_edit_file_probe_a_file_it_may_not_read(h: Harness) -> None:
+    await _grant_edits_outside(h)
+    h.approver.answer = ApprovalDecision(Choice.REJECT)  # the user rejects the read
+    text = await h.call(
+        "edit_file", path=str(h.outside / "credentials"), old_string="aws_access_key_id = AKIA", new_string="x"
+    )
+    assert h.approver.requests[-1].title == f"Allow reading {h.outside / 'credentials'} to edit it?"
+    assert "rejected" in text and SECRET not in text
+    assert (h.outside / "credentials").read_text() == CREDENTIALS
+
+
+@pytest.mark.parametrize("old_string", ["aws_access_key_id = AKIAhunter3", "no such text at all", "="])
+async def test_an_edit_approved_once_answers_without_the_files_text(h: Harness, old_string: str) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_ONCE)
+    text = await h.call("edit_file", path=str(h.outside / "credentials"), old_string=old_string, new_string="y")
+    assert SECRET not in text
+    assert "AKIA" not in text.replace(old_string, "")
+    assert "times" not in text, "no count of matches either"
+
+
+async def test_a_write_over_a_file_it_may_not_read_shows_nothing_of_the_old_text(h: Harness) -> None:
+    await _grant_edits_outside(h)
+    text = await h.call("write_file", path=str(h.outside / "credentials"), content="replaced\n")
+    assert SECRET not in text and "Overwrote" not in text
+    assert text.startswith(f"Wrote {h.outside / 'credentials'};")
+    (diff,) = h.last().content
+    assert isinstance(diff, DiffOutput) and diff.old_text == CREDENTIALS, "the user's client still gets the diff"
+
+
+async def test_an_approved_edit_of_env_answers_without_its_text(h: Harness) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_ONCE)
+    text = await h.call("edit_file", path=".env", old_string="DEBUG=1", new_string="DEBUG=0")
+    assert text.startswith(f"Edited {h.root / '.env'};") and SECRET not in text
+    assert (h.root / ".env").read_text() == f"API_KEY={SECRET}\nDEBUG=0\n"
+    missed = await h.call("edit_file", path=".env", old_string="API_KEY=hunter3", new_string="x")
+    assert SECRET not in missed and "not found" in missed
+
+
+async def test_with_a_read_grant_the_hints_and_patches_come_back(h: Harness) -> None:
+    await _grant_edits_outside(h)
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)  # read the folder, for the session
+    missed = await h.call(
+        "edit_file", path=str(h.outside / "credentials"), old_string="aws_access_key_id = AKIAhunter3", new_string="x"
+    )
+    assert "closest text" in missed and SECRET in missed, "the user allowed reading: the hint is the point"
+    done = await h.call("edit_file", path=str(h.outside / "credentials"), old_string="region = eu", new_string="r")
+    assert "@@" in done and SECRET in done
+
+
+async def test_inside_the_root_nothing_changes(h: Harness) -> None:
+    (h.root / "a.py").write_text("def f():\n    return 1\n")
+    missed = await h.call("edit_file", path="a.py", old_string="def f():\n  return 1", new_string="x")
+    assert "closest text is at lines 1-2" in missed
+    done = await h.call("edit_file", path="a.py", old_string="return 1", new_string="return 2")
+    assert "-    return 1\n+    return 2\n" in done
+    assert not h.approver.requests
