@@ -172,7 +172,8 @@ class WriteFile:
         self, path: str, root: str, content: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
         readable = may_read(ctx, path)
-        return await anyio.to_thread.run_sync(partial(write_file, path, root, content, old_readable=readable))
+        old = await anyio.to_thread.run_sync(partial(_old_for_write, path, root), abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(partial(_apply_write, path, root, content, old, old_readable=readable))
 
 
 def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
@@ -181,9 +182,21 @@ def write_file(path: str, root: str, content: str, *, old_readable: bool = True)
     Without `old_readable` the model is told only that the file was written: not whether it existed,
     nor anything of what it held.
     """
+    return _apply_write(path, root, content, _old_for_write(path, root), old_readable=old_readable)
+
+
+def _old_for_write(path: str, root: str) -> str | NotText | None:
+    """What the file holds before a write (None: absent), read before anything changes so that a
+    cancel may abandon it."""
     try:
-        old = _read_existing(path, root)
+        return _read_existing(path, root)
     except NotText as why:
+        return why
+
+
+def _apply_write(path: str, root: str, content: str, old: str | NotText | None, *, old_readable: bool) -> Outcome:
+    if isinstance(old, NotText):
+        why = old
         _write(path, root, content)
         reason = f" ({why})" if old_readable else ""
         text = f"{'Overwrote' if old_readable else 'Wrote'} {path}; its old content is not shown{reason}\n"
@@ -241,8 +254,8 @@ class EditFile:
         replace_all = optional_bool(args, "replace_all")
         runner = partial(self._run, path, root, old_string, new_string, replace_all)
 
-        def change(old: str | None) -> str:
-            return _replaced(path, old_string, new_string, replace_all, old)[0]
+        def change(old: str | None) -> str:  # for the preview, which shows nothing when the edit fails
+            return _replaced(path, old_string, new_string, replace_all, old, hints=False)[0]
 
         return _edit_invocation(f"Edit {path}", path, root, runner, change, reads_target=True)
 
@@ -257,9 +270,12 @@ class EditFile:
         call_id: str,
     ) -> Outcome:
         readable = may_read(ctx, path)
-        return await anyio.to_thread.run_sync(
-            partial(edit_file, path, root, old_string, new_string, replace_all, old_readable=readable)
+        # Working the edit out (reading, matching, hinting) changes nothing: a cancel abandons it at once.
+        planned = await anyio.to_thread.run_sync(
+            partial(_plan_edit, path, root, old_string, new_string, replace_all, old_readable=readable),
+            abandon_on_cancel=True,
         )
+        return await anyio.to_thread.run_sync(partial(_apply_edit, path, root, planned, old_readable=readable))
 
 
 def _not_found(path: str, text: str, old_string: str) -> str:
@@ -281,11 +297,31 @@ def edit_file(
 ) -> Outcome:
     """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
     no closest lines, no count, no patch (the client still gets its diff)."""
+    planned = _plan_edit(path, root, old_string, new_string, replace_all, old_readable=old_readable)
+    return _apply_edit(path, root, planned, old_readable=old_readable)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """An edit worked out and not yet made."""
+
+    old: str
+    new: str
+    count: int
+    line: int  # of the first replacement, 1-based
+
+
+def _plan_edit(
+    path: str, root: str, old_string: str, new_string: str, replace_all: bool, *, old_readable: bool
+) -> _Planned:
     old = _read_existing(path, root)
     new, count = _replaced(path, old_string, new_string, replace_all, old, hints=old_readable)
-    _write(path, root, new)
     before = old or ""  # _replaced refused a missing file
-    line = before.count("\n", 0, before.index(old_string)) + 1
-    verb = f"Edited ({count} replacements)" if count > 1 and old_readable else "Edited"
-    shown = show_change(path, old, new, verb, old_readable=old_readable)
-    return Outcome(shown.text, (shown.content,), locations=(Location(path, line),))
+    return _Planned(before, new, count, before.count("\n", 0, before.index(old_string)) + 1)
+
+
+def _apply_edit(path: str, root: str, planned: _Planned, *, old_readable: bool) -> Outcome:
+    _write(path, root, planned.new)
+    verb = f"Edited ({planned.count} replacements)" if planned.count > 1 and old_readable else "Edited"
+    shown = show_change(path, planned.old, planned.new, verb, old_readable=old_readable)
+    return Outcome(shown.text, (shown.content,), locations=(Location(path, planned.line),))
