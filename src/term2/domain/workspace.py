@@ -42,6 +42,20 @@ class Access(StrEnum):
     EXECUTE = "execute"
 
 
+MAX_DEPTH = 256
+"""How deep a workspace tree may be: the root and the folders nested in it, counted together.
+
+The sandbox walks the whole tree before and after every command, one descriptor per level, and
+refuses a deeper tree (it could not vouch for what it did not see); so the file tools refuse to make
+one, or a single write would lock every later command out of the workspace.
+"""
+
+
+def too_deep(path: str, root: str) -> bool:
+    """Whether a file at `path` would sit in folders nested deeper than the sandbox walks."""
+    return is_within(path, root) and len(PurePosixPath(path).relative_to(root).parts) > MAX_DEPTH
+
+
 def is_git_metadata(path: str, root: str) -> bool:
     if not is_within(path, root):
         return False

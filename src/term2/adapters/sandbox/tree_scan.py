@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 
 from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_name
 from term2.domain.instructions import is_instruction_name
+from term2.domain.workspace import MAX_DEPTH
 from term2.ports.sandbox import SandboxFailed
 
 SCAN_MAX_ENTRIES = 1_000_000
-SCAN_MAX_DEPTH = 256  # descriptors held at once; deeper trees are refused
+SCAN_MAX_DEPTH = MAX_DEPTH  # descriptors held at once; deeper trees are refused (the file tools make none)
 QUARANTINE_SUFFIX = ".term2-quarantined"
 NOTICE_PATHS = 20  # instruction files named in one notice; the rest are counted
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

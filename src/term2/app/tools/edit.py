@@ -27,7 +27,7 @@ from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
 from term2.domain.near_match import closest_lines
-from term2.domain.workspace import Access
+from term2.domain.workspace import MAX_DEPTH, Access, too_deep
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
@@ -41,6 +41,11 @@ class NotText(ToolFailed):
 def _edit_invocation(
     title: str, path: str, root: str, runner: Runner, new_text: Callable[[str | None], str], *, reads_target: bool
 ) -> Invocation:
+    if too_deep(path, root):
+        raise ArgumentError(
+            f"{path} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
+            f"the sandbox walks at most {MAX_DEPTH - 1}, so term2 makes no deeper path"
+        )
     return Invocation(
         title=title,
         access=Access.EDIT,
