@@ -121,6 +121,10 @@ def edit_call(path: Path | str, old: str, new: str) -> dict[str, Any]:
     return {"name": "edit_file", "arguments": {"path": str(path), "old_string": old, "new_string": new}}
 
 
+def write_call(path: Path | str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"path": str(path), "content": content}}
+
+
 def read_call(path: Path | str) -> dict[str, Any]:
     return {"name": "read_file", "arguments": {"path": str(path)}}
 
@@ -315,36 +319,38 @@ def test_v2_allow_once_writes_and_the_next_prompt_asks_again(v2: Agent) -> None:
 
 
 def test_v2_allow_edit_file_session_lasts_for_the_session_and_is_cleared_on_close(v2: Agent) -> None:
+    # Writes, not edit_file: edit_file reads the file too, and an edit grant is not a read grant
+    # (test_edit_attacks_e2e.py).
     target = outside_file(v2, "a\n")
     sibling = target.parent / "sibling.txt"
     sibling.write_text("s\n")
     sid = v2.session()
     before = v2.asked()
 
-    v2.turn(sid, edit_call(target, "a", "b"), policy=select("allow-edit-file-session"))
+    v2.turn(sid, write_call(target, "b\n"), policy=select("allow-edit-file-session"))
     assert target.read_text() == "b\n"
     assert v2.asked() == before + 1
 
-    # A later prompt editing the same file does not ask again, even with a rejecting client.
-    later = v2.turn(sid, edit_call(target, "b", "c"), policy=select("reject"))
+    # A later prompt writing the same file does not ask again, even with a rejecting client.
+    later = v2.turn(sid, write_call(target, "c\n"), policy=select("reject"))
     assert v2.asked() == before + 1
     assert target.read_text() == "c\n"
     assert "requires_action" not in states(later)
 
     # The grant is keyed to the file: a sibling still asks.
-    v2.turn(sid, edit_call(sibling, "s", "t"), policy=select("reject"))
+    v2.turn(sid, write_call(sibling, "t\n"), policy=select("reject"))
     assert v2.asked() == before + 2
     assert sibling.read_text() == "s\n"
 
     # Another session does not share the grant.
-    v2.turn(v2.session(), edit_call(target, "c", "d"), policy=select("reject"))
+    v2.turn(v2.session(), write_call(target, "d\n"), policy=select("reject"))
     assert v2.asked() == before + 3
     assert target.read_text() == "c\n"
 
-    # Closing the session clears it: after resume the same edit asks again.
+    # Closing the session clears it: after resume the same write asks again.
     assert v2.proc.result("session/close", {"sessionId": sid}) == {}
     assert v2.proc.result("session/resume", {"sessionId": sid, "cwd": str(v2.root)}) == {}
-    v2.turn(sid, edit_call(target, "c", "d"), policy=select("reject"))
+    v2.turn(sid, write_call(target, "d\n"), policy=select("reject"))
     assert v2.asked() == before + 4
     assert target.read_text() == "c\n"
 
@@ -356,8 +362,8 @@ def test_v2_allow_edit_folder_session_covers_the_folder(v2: Agent) -> None:
     sid = v2.session()
     before = v2.asked()
 
-    v2.turn(sid, edit_call(target, "a", "b"), policy=select("allow-edit-folder-session"))
-    v2.turn(sid, edit_call(other, "o", "p"), policy=select("reject"))
+    v2.turn(sid, write_call(target, "b\n"), policy=select("allow-edit-folder-session"))
+    v2.turn(sid, write_call(other, "p\n"), policy=select("reject"))
 
     assert v2.asked() == before + 1
     assert (target.read_text(), other.read_text()) == ("b\n", "p\n")
