@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from term2.app.tools.changes import DIFF_CONTENT_LIMIT
 from term2.app.tools.edit import EDIT_LIMIT
 from term2.domain.approval import Choice
+from term2.domain.diff import DIFF_CONTENT_BYTES
 from term2.domain.history import DiffOutput, TextOutput
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalDecision
@@ -73,7 +73,7 @@ async def test_a_rejected_edit_outside_builds_no_large_permission_request(h: Har
     )
     assert "rejected" in text
     (request,) = h.approver.requests
-    assert len(repr(request.tool_call.content)) < 2 * DIFF_CONTENT_LIMIT
+    assert len(repr(request.tool_call.content)) < 2 * DIFF_CONTENT_BYTES
     assert peak < 64 * MiB
 
 
@@ -106,3 +106,29 @@ async def test_multibyte_text_is_capped_by_its_encoded_size(h: Harness) -> None:
     text = await h.call("edit_file", path="u.txt", old_string="é", new_string="€" * 40_000, replace_all=True)
     assert "long; the limit is 10.0 MiB" in text
     assert (h.root / "u.txt").read_text() == "é" * 100
+
+
+async def test_a_near_miss_on_a_minified_file_answers_with_a_bounded_hint(h: Harness) -> None:
+    line = "var a=" + ",".join(f"v{i}" for i in range(1_500_000))  # ~12 MB would be over the limit: ~9 MiB
+    line = line[: 9 * MiB]
+    (h.root / "bundle.min.js").write_text(line)
+    text = await h.call("edit_file", path="bundle.min.js", old_string=line[:300] + "ZZZ", new_string="x")
+    assert "The closest text is at line 1" in text
+    assert len(text) < 16 * 1024
+    assert _sent(h) < 64 * 1024
+
+
+async def test_the_update_cap_counts_bytes_not_characters(h: Harness) -> None:
+    emoji = "\U0001f600" * 70_000  # 70k characters, 280 KB of UTF-8
+    text = await h.call("write_file", path="faces.txt", content=emoji)
+    assert text.startswith("Created")
+    (content,) = h.last().content
+    assert isinstance(content, TextOutput) and "too large to show as a diff" in content.text
+
+
+def test_diffs_recorded_before_the_cap_are_not_sent_whole() -> None:
+    from term2.adapters.acp import wire_v1, wire_v2
+
+    old = DiffOutput("/w/big", "a\n" * 200_000, "b\n" * 200_000)  # no patch: an entry from before
+    for rendered in (wire_v1.tool_content(old), wire_v2.tool_content(old)):
+        assert rendered["type"] == "content" and len(json.dumps(rendered)) < 1024

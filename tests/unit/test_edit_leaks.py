@@ -102,3 +102,24 @@ async def test_inside_the_root_nothing_changes(h: Harness) -> None:
     done = await h.call("edit_file", path="a.py", old_string="return 1", new_string="return 2")
     assert "-    return 1\n+    return 2\n" in done
     assert not h.approver.requests
+
+
+async def test_without_a_read_a_write_says_the_same_whether_the_file_existed_or_held_text(h: Harness) -> None:
+    await _grant_edits_outside(h)
+    (h.outside / "binary").write_bytes(b"\x00\x01" + SECRET.encode())
+    texts = [
+        await h.call("write_file", path=str(h.outside / name), content="new\n")
+        for name in ("credentials", "absent.txt", "binary")
+    ]
+    assert [t.replace(name, "X") for t, name in zip(texts, ("credentials", "absent.txt", "binary"), strict=True)] == [
+        texts[0].replace("credentials", "X")
+    ] * 3
+    assert all(SECRET not in t and "+" not in t for t in texts)
+
+
+async def test_without_a_read_a_size_refusal_tells_no_count(h: Harness) -> None:
+    h.approver.answer = ApprovalDecision(Choice.ALLOW_ONCE)
+    text = await h.call(
+        "edit_file", path=str(h.outside / "credentials"), old_string="=", new_string="=" * 4_000_000, replace_all=True
+    )
+    assert "larger than that; the limit is 10.0 MiB" in text and "MiB long" not in text

@@ -27,6 +27,8 @@ NO_NEWLINE = "\\ No newline at end of file\n"
 MATCH_STEPS = 1_000_000  # line-matcher steps for one diff; past them the changed middle is one hunk
 PATCH_INPUT_CHARS = 1024 * 1024  # changed text split into lines for a patch; past it, counts only
 
+DIFF_CONTENT_BYTES = 256 * 1024  # old + new text (UTF-8) one diff in a client update may carry
+
 Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
 
 
@@ -71,6 +73,21 @@ def git_patch(path: str, old: str | None, new: str | None, context: int = CONTEX
     patch = describe_change(path, old, new, context=context, max_chars=None).patch
     assert patch is not None  # no max_chars: always rendered
     return patch
+
+
+def fits_an_update(old: str | None, new: str) -> bool:
+    """Whether a diff of these texts is small enough to send a client whole (both texts travel in v1)."""
+    if len(old or "") + len(new) > DIFF_CONTENT_BYTES:  # characters never outnumber bytes
+        return False
+    return len((old or "").encode("utf-8", "surrogatepass")) + len(new.encode("utf-8", "surrogatepass")) <= (
+        DIFF_CONTENT_BYTES
+    )
+
+
+def too_large_note(path: str, change: Change | None = None) -> str:
+    """What a client is shown instead of a diff too large for an update."""
+    counts = f": +{change.added} -{change.removed} lines" if change is not None else ""
+    return f"{path}{counts} (too large to show as a diff)\n"
 
 
 def change_summary(old: str | None, new: str | None) -> tuple[int, int]:

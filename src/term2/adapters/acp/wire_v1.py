@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta
 from term2.domain.content import ContentBlock, TextBlock
+from term2.domain.diff import fits_an_update, too_large_note
 from term2.domain.history import (
     DiffOutput,
     TerminalOutput,
@@ -59,6 +60,8 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
 
 def tool_content(output: ToolOutput) -> v1.ToolCallContent:
     if isinstance(output, DiffOutput):
+        if not fits_an_update(output.old_text, output.new_text):  # recorded before diffs were capped
+            return {"type": "content", "content": text_block(too_large_note(output.path))}
         return {"type": "diff", "path": output.path, "oldText": output.old_text, "newText": output.new_text}
     if isinstance(output, TerminalOutput):
         status = "" if output.exit_code is None else f"\n[exit code {output.exit_code}]"

@@ -18,7 +18,7 @@ from term2.adapters.acp.wire_common import (
     turn_usage,
 )
 from term2.domain.content import ContentBlock, TextBlock
-from term2.domain.diff import git_patch
+from term2.domain.diff import fits_an_update, git_patch, too_large_note
 from term2.domain.history import (
     DiffOutput,
     TerminalOutput,
@@ -80,6 +80,8 @@ def _patch_of(output: DiffOutput) -> str:
 
 
 def tool_content(output: ToolOutput) -> v2.ToolCallContent:
+    if isinstance(output, DiffOutput) and not fits_an_update(output.old_text, output.new_text):
+        return {"type": "content", "content": text_block(too_large_note(output.path))}  # recorded before the cap
     if isinstance(output, DiffOutput):
         change: v2.DiffChange = (
             {"operation": "add", "path": output.path}

@@ -8,7 +8,7 @@ Two audiences, two rules (ADR 0019):
   old_string) only where the model could read the file without asking.
   Elsewhere it says what was done and that the old text is not shown.
 * The client is the user's own editor, which may show the user the file
-  anyway; it gets the diff, but never more than DIFF_CONTENT_LIMIT of it in
+  anyway; it gets the diff, but never more than DIFF_CONTENT_BYTES of it in
   one update or permission request: a larger change is one line of counts.
 
 Everything here blocks (it diffs): callers run it in a worker thread.
@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from term2.domain.diff import Change, describe_change
+from term2.domain.diff import Change, describe_change, fits_an_update, too_large_note
 from term2.domain.history import DiffOutput, TextOutput, ToolOutput
 from term2.domain.truncation import keep_head
 from term2.domain.workspace import Access
 from term2.ports.tools import ToolContext
 
 PATCH_LIMIT = 8 * 1024  # patch text echoed back to the model
-DIFF_CONTENT_LIMIT = 256 * 1024  # old + new characters one diff in an update may carry
 
 
 def may_read(ctx: ToolContext, path: str) -> bool:
@@ -41,12 +40,11 @@ class ShownChange:
 
 def client_content(path: str, old: str | None, new: str, change: Change | None = None) -> ToolOutput:
     """The diff for the client, or a line of counts when it is too large for one update."""
-    if len(old or "") + len(new) <= DIFF_CONTENT_LIMIT:
+    if fits_an_update(old, new):
         change = change or describe_change(path, old, new)
         if change.patch is not None:
             return DiffOutput(path, old, new, patch=change.patch)
-    change = change or describe_change(path, old, new, max_chars=0)
-    return TextOutput(f"{path}: +{change.added} -{change.removed} lines (too large to show as a diff)\n")
+    return TextOutput(too_large_note(path, change or describe_change(path, old, new, max_chars=0)))
 
 
 def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:

@@ -27,11 +27,14 @@ from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
 from term2.domain.near_match import closest_lines
+from term2.domain.truncation import ellipsize, keep_head
 from term2.domain.workspace import MAX_DEPTH, Access, too_deep
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 EDIT_LIMIT = 10 * 1024 * 1024  # a file read to edit or diff, and a file an edit may produce (as read_file's)
+HINT_LINE_CHARS = 300  # of each line a near-match hint shows (a minified file's one line is megabytes)
+HINT_CHARS = 8 * 1024  # of a whole hint
 
 
 class NotText(ToolFailed):
@@ -94,9 +97,8 @@ def _replaced(
     replaced = count if replace_all else 1
     size = len(old) + replaced * (len(new_string) - len(old_string))
     if size > EDIT_LIMIT:
-        raise ToolFailed(
-            f"the edit would make {path} {human_size(size)} long; the limit is {human_size(EDIT_LIMIT)}"
-        )
+        grown = f"{human_size(size)} long" if hints else "larger than that"  # a size would tell the match count
+        raise ToolFailed(f"the edit would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}")
     return (old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)), count
 
 
@@ -177,40 +179,48 @@ class WriteFile:
         self, path: str, root: str, content: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
         readable = may_read(ctx, path)
-        old = await anyio.to_thread.run_sync(partial(_old_for_write, path, root), abandon_on_cancel=True)
-        return await anyio.to_thread.run_sync(partial(_apply_write, path, root, content, old, old_readable=readable))
+        # Reading the old text and working out the report change nothing: a cancel abandons them at once.
+        planned = await anyio.to_thread.run_sync(
+            partial(_plan_write, path, root, content, old_readable=readable), abandon_on_cancel=True
+        )
+        return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
 
 
 def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
-    """Create or overwrite `path`; old content that is not text is replaced without a diff.
-
-    Without `old_readable` the model is told only that the file was written: not whether it existed,
-    nor anything of what it held.
-    """
-    return _apply_write(path, root, content, _old_for_write(path, root), old_readable=old_readable)
+    """Create or overwrite `path`; old content that is not text is replaced without a diff."""
+    return _make(path, root, _plan_write(path, root, content, old_readable=old_readable))
 
 
-def _old_for_write(path: str, root: str) -> str | NotText | None:
-    """What the file holds before a write (None: absent), read before anything changes so that a
-    cancel may abandon it."""
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A change worked out, its report included, and not yet made: up to here a cancel may abandon it."""
+
+    new: str
+    outcome: Outcome
+
+
+def _make(path: str, root: str, planned: _Planned) -> Outcome:
+    """The only step that changes anything: a write of bounded size, then the report worked out before it."""
+    _write(path, root, planned.new)
+    return planned.outcome
+
+
+def _plan_write(path: str, root: str, content: str, *, old_readable: bool) -> _Planned:
+    """Without `old_readable` the model is told only that the file was written: the same words whether it
+    existed, held text or not, so nothing of what it held reaches the model (the client still gets the diff)."""
     try:
-        return _read_existing(path, root)
+        old = _read_existing(path, root)
     except NotText as why:
-        return why
+        text = f"Overwrote {path}; its old content is not shown ({why})\n" if old_readable else _unshown(path)
+        return _Planned(content, Outcome(text, (TextOutput(text),)))
+    if not old_readable:
+        return _Planned(content, Outcome(_unshown(path), (client_content(path, old, content),)))
+    shown = show_change(path, old, content, "Created" if old is None else "Overwrote", old_readable=True)
+    return _Planned(content, Outcome(shown.text, (shown.content,)))
 
 
-def _apply_write(path: str, root: str, content: str, old: str | NotText | None, *, old_readable: bool) -> Outcome:
-    if isinstance(old, NotText):
-        why = old
-        _write(path, root, content)
-        reason = f" ({why})" if old_readable else ""
-        text = f"{'Overwrote' if old_readable else 'Wrote'} {path}; its old content is not shown{reason}\n"
-        return Outcome(text, (TextOutput(text),))
-    created = _write(path, root, content)
-    old = None if created else old
-    verb = ("Created" if created else "Overwrote") if old_readable else "Wrote"
-    shown = show_change(path, old, content, verb, old_readable=old_readable or created)
-    return Outcome(shown.text, (shown.content,))
+def _unshown(path: str) -> str:
+    return f"Wrote {path}; term2 shows nothing of what it held before: reading {path} needs the user's approval\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,12 +285,12 @@ class EditFile:
         call_id: str,
     ) -> Outcome:
         readable = may_read(ctx, path)
-        # Working the edit out (reading, matching, hinting) changes nothing: a cancel abandons it at once.
+        # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
         planned = await anyio.to_thread.run_sync(
             partial(_plan_edit, path, root, old_string, new_string, replace_all, old_readable=readable),
             abandon_on_cancel=True,
         )
-        return await anyio.to_thread.run_sync(partial(_apply_edit, path, root, planned, old_readable=readable))
+        return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
 
 
 def _not_found(path: str, text: str, old_string: str) -> str:
@@ -289,7 +299,8 @@ def _not_found(path: str, text: str, old_string: str) -> str:
     if near is None:
         return message + "; read the file and copy the text exactly"
     last = near.first_line + len(near.lines) - 1
-    shown = "\n".join(f"{near.first_line + i:>6}\t{line}" for i, line in enumerate(near.lines))
+    numbered = (f"{near.first_line + i:>6}\t{ellipsize(line, HINT_LINE_CHARS)}" for i, line in enumerate(near.lines))
+    shown = keep_head("\n".join(numbered), HINT_CHARS, "\n[... more lines]")
     where = f"line {near.first_line}" if last == near.first_line else f"lines {near.first_line}-{last}"
     return (
         f"{message}. The closest text is at {where} (line numbers are not part of the file):\n{shown}\n"
@@ -303,17 +314,7 @@ def edit_file(
     """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
     no closest lines, no count, no patch (the client still gets its diff)."""
     planned = _plan_edit(path, root, old_string, new_string, replace_all, old_readable=old_readable)
-    return _apply_edit(path, root, planned, old_readable=old_readable)
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """An edit worked out and not yet made."""
-
-    old: str
-    new: str
-    count: int
-    line: int  # of the first replacement, 1-based
+    return _make(path, root, planned)
 
 
 def _plan_edit(
@@ -322,11 +323,7 @@ def _plan_edit(
     old = _read_existing(path, root)
     new, count = _replaced(path, old_string, new_string, replace_all, old, hints=old_readable)
     before = old or ""  # _replaced refused a missing file
-    return _Planned(before, new, count, before.count("\n", 0, before.index(old_string)) + 1)
-
-
-def _apply_edit(path: str, root: str, planned: _Planned, *, old_readable: bool) -> Outcome:
-    _write(path, root, planned.new)
-    verb = f"Edited ({planned.count} replacements)" if planned.count > 1 and old_readable else "Edited"
-    shown = show_change(path, planned.old, planned.new, verb, old_readable=old_readable)
-    return Outcome(shown.text, (shown.content,), locations=(Location(path, planned.line),))
+    line = before.count("\n", 0, before.index(old_string)) + 1
+    verb = f"Edited ({count} replacements)" if count > 1 and old_readable else "Edited"
+    shown = show_change(path, before, new, verb, old_readable=old_readable)
+    return _Planned(new, Outcome(shown.text, (shown.content,), locations=(Location(path, line),)))
