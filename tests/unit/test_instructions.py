@@ -392,3 +392,47 @@ def test_a_file_swapped_after_its_owner_was_checked_is_not_read(repo: Path, monk
 
     monkeypatch.setattr(loader, "_entries", swapping)
     assert ProjectInstructions(str(repo)).current() == ""
+
+
+def test_an_instruction_file_others_may_write_is_ignored(repo: Path) -> None:
+    (repo / "AGENTS.md").write_text("world\n")
+    os.chmod(repo / "AGENTS.md", 0o666)
+    found = ProjectInstructions(str(repo))
+    assert found.current() == ""
+    assert [str(i) for i in found.ignored] == [f"{repo / 'AGENTS.md'} (instruction file): it is writable by every user"]
+
+
+@needs_root
+def test_group_write_counts_only_for_the_users_own_group(repo: Path) -> None:
+    agents = repo / "AGENTS.md"
+    agents.write_text("team\n")
+    os.chmod(agents, 0o664)
+    assert "team" in ProjectInstructions(str(repo)).current(), "the user's own (private) group: trusted"
+    os.chown(agents, -1, OTHER)
+    found = ProjectInstructions(str(repo))
+    assert found.current() == "" and "writable by group 12345" in str(found.ignored[0])
+    os.chown(agents, -1, os.getegid())
+    os.chmod(repo, 0o775)
+    os.chown(repo, -1, OTHER)
+    found = ProjectInstructions(str(repo))
+    assert found.current() == "" and "its folder is writable by group 12345" in str(found.ignored[0])
+
+
+def test_a_hard_linked_instruction_file_is_ignored(repo: Path) -> None:
+    (repo / "AGENTS.md").write_text("linked\n")
+    os.link(repo / "AGENTS.md", repo / "notes.md")  # a write to notes.md would change AGENTS.md unasked
+    found = ProjectInstructions(str(repo))
+    assert found.current() == ""
+    assert "2 names (hard links)" in str(found.ignored[0])
+
+
+def test_the_trust_rule_on_the_entry_itself() -> None:
+    base = {"owner": 1000, "folder_owner": 1000, "folder_mode": 0o755, "me": 1000, "my_group": 1000}
+    assert untrusted_reason(**base, mode=0o664, group=1000, folder_group=1000) is None
+    assert "writable by every user" in (untrusted_reason(**base, mode=0o646) or "")
+    assert "group 50" in (untrusted_reason(**base, mode=0o664, group=50) or "")
+    assert untrusted_reason(**base, mode=0o664, group=0) is None  # root's group: as root
+    assert "group 50" in (untrusted_reason(**{**base, "folder_mode": 0o775}, folder_group=50) or "")
+    assert "3 names" in (untrusted_reason(**base, links=3) or "")
+    unknown = untrusted_reason(owner=1000, folder_owner=1000, folder_mode=0o755, me=1000, mode=0o664, group=1000)
+    assert "group 1000" in (unknown or ""), "an unknown user: no group is theirs"

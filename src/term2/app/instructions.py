@@ -22,7 +22,10 @@ descriptor must be the entry that was judged.
 
 from __future__ import annotations
 
+import functools
 import os
+import pwd
+import stat
 from dataclasses import dataclass
 
 import anyio
@@ -56,7 +59,27 @@ class Ignored:
 
 
 def _distrust(info: os.stat_result, folder: os.stat_result, me: int) -> str | None:
-    return untrusted_reason(owner=info.st_uid, folder_owner=folder.st_uid, folder_mode=folder.st_mode, me=me)
+    return untrusted_reason(
+        owner=info.st_uid,
+        folder_owner=folder.st_uid,
+        folder_mode=folder.st_mode,
+        me=me,
+        mode=info.st_mode,
+        links=info.st_nlink if stat.S_ISREG(info.st_mode) else 1,
+        group=info.st_gid,
+        folder_group=folder.st_gid,
+        my_group=_own_group(me),
+    )
+
+
+@functools.cache
+def _own_group(uid: int) -> int | None:
+    """The user's primary group: the one group whose write access still means the user's own
+    (a user-private group, umask 002); None when the user is unknown, and then no group is theirs."""
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return None
 
 
 def repository_top(cwd: str, me: int) -> tuple[str, Ignored | None]:

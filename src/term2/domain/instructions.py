@@ -25,6 +25,8 @@ CANDIDATES = (PRIMARY, "CLAUDE.md", "GEMINI.md")
 FILE_LIMIT = 32 * 1024
 TOTAL_LIMIT = 64 * 1024
 _FOLDED = frozenset(name.casefold() for name in CANDIDATES)
+_OWNER_READ = 0o400
+_GROUP_WRITE = 0o020
 _OTHERS_WRITE = 0o002  # S_IWOTH
 
 
@@ -42,7 +44,18 @@ def is_instruction_file(path: str) -> bool:
     return is_instruction_name(PurePosixPath(path).name)
 
 
-def untrusted_reason(*, owner: int, folder_owner: int, folder_mode: int, me: int) -> str | None:
+def untrusted_reason(
+    *,
+    owner: int,
+    folder_owner: int,
+    folder_mode: int,
+    me: int,
+    mode: int = 0o644,
+    links: int = 1,
+    group: int | None = None,
+    folder_group: int | None = None,
+    my_group: int | None = None,
+) -> str | None:
     """Why an entry (instruction file or `.git` marker) with these facts is not the user's, or None.
 
     ``owner`` owns the entry and ``folder_owner`` the folder holding it, whose
@@ -50,7 +63,12 @@ def untrusted_reason(*, owner: int, folder_owner: int, folder_mode: int, me: int
     is trusted because it could write anything anyway. The folder counts
     because its owner can swap the entry at will, and a folder that every
     user may write to lets any of them do so (a sticky bit only keeps them from
-    removing the user's own entries, not from making theirs).
+    removing the user's own entries, not from making theirs). Whoever may
+    write the entry itself may steer the agent too: an entry writable by every
+    user, or by a group other than the user's own (``my_group``, None when
+    unknown: then no group counts as theirs), is not the user's alone, nor is
+    a folder writable by such a group. A regular file with other names (hard
+    ``links``) can be rewritten under a name no check looks at.
     """
     trusted = {me, 0}
     if owner not in trusted:
@@ -59,7 +77,21 @@ def untrusted_reason(*, owner: int, folder_owner: int, folder_mode: int, me: int
         return f"its folder is owned by uid {folder_owner}, not by you (uid {me}) or root"
     if folder_mode & _OTHERS_WRITE:
         return "its folder is writable by every user"
+    if folder_owner == me != 0 and not folder_mode & _OWNER_READ:
+        return "its folder cannot be listed, so the sandbox cannot see what a command put in it"
+    if mode & _OTHERS_WRITE:
+        return "it is writable by every user"
+    if _foreign_group_write(mode, group, my_group):
+        return f"it is writable by group {group}, not only by you"
+    if _foreign_group_write(folder_mode, folder_group, my_group):
+        return f"its folder is writable by group {folder_group}, not only by you"
+    if links > 1:
+        return f"it has {links} names (hard links): a write under another name would change it unseen"
     return None
+
+
+def _foreign_group_write(mode: int, group: int | None, my_group: int | None) -> bool:
+    return bool(mode & _GROUP_WRITE) and group is not None and group not in {my_group, 0}
 
 
 def folders_down(top: str, cwd: str) -> tuple[str, ...]:

@@ -101,6 +101,8 @@ def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) 
                 raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {path}")
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except PermissionError:
+                raise _unseen(os.path.join(path, name)) from None
             except OSError:
                 continue  # gone, or swapped for a link since it was listed: nothing to walk
             child_path = os.path.join(path, name)
@@ -150,13 +152,22 @@ def _visit(scan: TreeScan, fd: int, path: str, limit: int, setid: bool, *, quiet
                         scan.secret_links.append(os.path.join(path, name))
                     elif entry.is_file(follow_symlinks=False):
                         scan.env_files.append(os.path.join(path, name))
+    except PermissionError:
+        raise _unseen(path) from None
     except OSError:
-        return []  # unreadable to term2: nothing in it can be masked, nor read by the command's owner
+        return []  # gone since it was opened: nothing in it to mask
     if not quiet and path != scan.root and is_git_dir_shape(names) and _head_counts(fd):
         st = os.fstat(fd)
         scan.marks[path] = GitMark(path, "shape", (st.st_dev, st.st_ino))
         subdirs = [(name, True) for name, _quiet in subdirs] if setid else []
     return sorted(subdirs, reverse=True)
+
+
+def _unseen(path: str) -> ScanIncomplete:
+    """A folder term2 may not list: a command may still reach names in it (search permission alone
+    opens a known name, and a sandbox's owner mapping may pass where term2 may not), so what term2
+    cannot see it cannot mask, quarantine or report; fail closed."""
+    return ScanIncomplete(f"{path} cannot be listed (permission denied); make it readable (chmod u+rx) or remove it")
 
 
 def _note_instruction(scan: TreeScan, entry: os.DirEntry[str], path: str) -> None:
@@ -231,7 +242,7 @@ def scan_after(root: str, limit: int = SCAN_MAX_ENTRIES, *, setid: bool = False)
         return (
             f"term2 could not check the workspace for planted git metadata or changed instruction files after "
             f"this command ({exc}); "
-            "commands stay refused until the tree is smaller"
+            "commands stay refused until that is fixed"
         )
     except OSError as exc:
         return (
@@ -244,7 +255,7 @@ def quarantine_plants(root: str, before: TreeScan, after: TreeScan) -> list[str]
     """After a command: quarantine what it planted; return one notice per finding, for the model and the user."""
     notices: list[str] = []
     for mark in planted(before, after):
-        rel = os.path.relpath(mark.path, root)
+        rel = shown_path(os.path.relpath(mark.path, root))
         what = "a .git entry" if mark.kind == "dotgit" else "a folder with " + ", ".join(sorted(GIT_DIR_KEYS))
         try:
             moved = quarantine(root, mark)
@@ -254,7 +265,7 @@ def quarantine_plants(root: str, before: TreeScan, after: TreeScan) -> list[str]
         notices.append(
             f"term2 quarantined {rel}: this command created {what}, which makes it a git directory whose "
             f"config the host's git would obey (it can run programs on the next `git status`); renamed to "
-            f"{os.path.relpath(moved, root)}. Commands cannot create git repositories in the workspace; "
+            f"{shown_path(os.path.relpath(moved, root))}. Commands cannot create git repositories in the workspace; "
             "ask the user to run git init or git clone themselves."
         )
     return notices
@@ -271,12 +282,20 @@ def instruction_changes(before: TreeScan, after: TreeScan) -> list[tuple[str, st
     return sorted(changes, key=lambda change: change[1])
 
 
+def shown_path(path: str) -> str:
+    """`path` as a notice shows it: quoted when it holds a control or line-breaking character, so a name
+    cannot end the notice early or forge a line of its own."""
+    if any(ord(c) < 0x20 or c in "\x7f\x85\u2028\u2029" for c in path):
+        return repr(path)
+    return path
+
+
 def instruction_notice(root: str, before: TreeScan, after: TreeScan) -> str | None:
     """After a command: the one notice, for the model and the user, naming the instruction files it touched."""
     changes = instruction_changes(before, after)
     if not changes:
         return None
-    named = "; ".join(f"{what} {os.path.relpath(path, root)}" for what, path in changes[:NOTICE_PATHS])
+    named = "; ".join(f"{what} {shown_path(os.path.relpath(path, root))}" for what, path in changes[:NOTICE_PATHS])
     if len(changes) > NOTICE_PATHS:
         named += f"; and {len(changes) - NOTICE_PATHS} more"
     return (

@@ -23,6 +23,12 @@ class Ended:
     output: str  # what the command wrote, then the cap's marker and the notices
     signal_name: str | None
     failed: bool  # anything but exit code 0: a timeout, a kill, a non-zero status
+    terminal: str = ""  # the same for a terminal emulator: the notices after a reset the command cannot undo
+
+
+# Cancels an escape sequence the output left open (CAN), then resets colours and concealment: a command
+# cannot make the user's terminal hide term2's notices after it.
+TERMINAL_RESET = "\x18\x1b[0m"
 
 
 def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ended:
@@ -35,8 +41,9 @@ def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ende
     output = result.output.decode("utf-8", errors="replace")
     if result.truncated:
         output += f"\n[output truncated by the sandbox after {output_limit} bytes]"
-    for notice in result.notices:  # what the sandbox did to the workspace afterwards
-        output += f"\n[{notice}]"
+    notices = "".join(f"\n[{notice}]" for notice in result.notices)  # what the sandbox did afterwards
+    terminal = output + (TERMINAL_RESET + notices if notices else "")
+    output += notices
     signal_name = _signal_name(result.signal)
     if result.timed_out:
         status = f"Timed out after {timeout_s:g} s and was killed."
@@ -47,7 +54,7 @@ def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ende
     else:
         status = f"Exit code: {result.exit_code}"
     failed = result.timed_out or result.exit_code != 0
-    return Ended(status, output, signal_name, failed)
+    return Ended(status, output, signal_name, failed, terminal)
 
 
 def did_not_run(err: SandboxUnavailable | SandboxFailed, what: str) -> ToolFailed:

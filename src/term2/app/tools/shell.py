@@ -148,6 +148,6 @@ def shell_outcome(
     # The terminal shows the user what the model reads, notices included.
     text = f"{end.status}\n{end.output}" if end.output else f"{end.status}\n(no output)"
     terminal = TerminalOutput(
-        terminal_id, command, cwd, end.output, result.exit_code, end.signal_name
+        terminal_id, command, cwd, end.terminal, result.exit_code, end.signal_name
     )
     return Outcome(text, (terminal,), failed=end.failed)
