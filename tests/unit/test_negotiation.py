@@ -7,7 +7,7 @@ import json
 import pytest
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
-from term2.adapters.acp.negotiation import client_takes_compaction, early_answer, negotiate
+from term2.adapters.acp.negotiation import ClientCaps, client_caps, client_takes_compaction, early_answer, negotiate
 
 INFO = {"name": "term2", "title": "term2", "version": "9.9"}
 
@@ -39,8 +39,8 @@ def test_a_well_formed_initialize_is_answered_early() -> None:
     line = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 2}})
     answered = early_answer(line.encode(), True, INFO)
     assert answered is not None
-    version, reply, compaction = answered
-    assert version == 2 and reply.endswith(b"\n") and compaction
+    version, reply, client = answered
+    assert version == 2 and reply.endswith(b"\n") and client.compaction
     assert json.loads(reply) == {"jsonrpc": "2.0", "id": 0, "result": negotiate({"protocolVersion": 2}, True, INFO)[1]}
 
 
@@ -93,3 +93,18 @@ def test_v1_sends_compaction_updates_only_to_clients_that_advertised_them(
     params: dict[str, object], version: int, expected: bool
 ) -> None:
     assert client_takes_compaction(params, version) is expected
+
+
+def test_the_client_capabilities_term2_acts_on_are_read_on_v1_only() -> None:
+    zed = {
+        "clientCapabilities": {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": True,
+            "_meta": {"terminal_output": True},
+        }
+    }
+    assert client_caps(zed, 1) == ClientCaps(fs_read=True, fs_write=True, terminal_output=True)
+    assert client_caps(zed, 2) == ClientCaps(compaction=True)
+    odd = {"clientCapabilities": {"fs": {"readTextFile": "yes"}, "_meta": None}}
+    assert client_caps(odd, 1) == ClientCaps()
+    assert client_caps(None, 1) == ClientCaps()

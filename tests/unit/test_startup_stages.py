@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
+from term2.adapters.acp.negotiation import ClientCaps
 from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.app.config import Settings
 from term2.app.entrypoints import serve
@@ -102,7 +103,7 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+            methods = await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
         await anyio.sleep(0.05)
         assert not startup._turns_wanted.is_set() and not app.asked.is_set()  # it waits for a session
         with anyio.fail_after(10):
@@ -150,7 +151,7 @@ async def test_requests_that_wait_for_the_turn_part_together_share_one_sink_and_
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+            methods = await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
 
             async def ask() -> None:
                 got.append(await methods._turns())
@@ -171,7 +172,7 @@ async def test_a_turn_part_that_fails_to_load_leaves_sessions_working(monkeypatc
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 2, False)  # type: ignore[arg-type]
+            methods = await startup.methods(object(), 2, ClientCaps())  # type: ignore[arg-type]
             assert await methods.new({"cwd": "/w"}) == {"sessionId": "s1"}
             with pytest.raises(RpcError) as refused:
                 await methods.prompt({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]})
@@ -192,7 +193,7 @@ async def test_a_session_half_that_fails_to_load_is_reported_to_every_request(mo
             await startup.build()  # ends: nothing waits for a turn part that cannot come
             for _ in range(2):
                 with pytest.raises(RpcError) as refused:
-                    await startup.methods(object(), 1, False)  # type: ignore[arg-type]
+                    await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
                 assert refused.value.code == INTERNAL_ERROR
                 assert refused.value.message == "term2 failed to start: the data folder is read-only"
 
@@ -202,7 +203,7 @@ async def test_the_server_makes_one_set_of_session_methods_however_many_requests
     made: list[int] = []
     release = anyio.Event()
 
-    async def factory(connection: Any, version: int, compaction: bool) -> Any:
+    async def factory(connection: Any, version: int, client: Any) -> Any:
         made.append(version)
         await release.wait()
         return object()

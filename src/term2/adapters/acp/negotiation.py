@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from term2.adapters.acp.envelopes import encode, result_reply, valid_id
@@ -55,6 +56,40 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
     return 1, v1_result
 
 
+@dataclass(frozen=True, slots=True)
+class ClientCaps:
+    """What the client said it can do, as far as term2 acts on it; all off for a client that said nothing.
+
+    `fs_read`/`fs_write`: it serves `fs/read_text_file` / `fs/write_text_file` (v1 `clientCapabilities.fs`).
+    `terminal_output`: it renders display-only terminals from tool-call `_meta` (Zed's
+    `clientCapabilities._meta.terminal_output`). `compaction`: see `client_takes_compaction`.
+    """
+
+    compaction: bool = False
+    fs_read: bool = False
+    fs_write: bool = False
+    terminal_output: bool = False
+
+
+def client_caps(params: Any, version: int) -> ClientCaps:
+    """The client's capabilities from `initialize` params; v2 keeps to its page (none of the v1 ones)."""
+    compaction = client_takes_compaction(params, version)
+    if version != 1:
+        return ClientCaps(compaction=compaction)
+    caps = _object(params.get("clientCapabilities") if isinstance(params, dict) else None)
+    fs, meta = _object(caps.get("fs")), _object(caps.get("_meta"))
+    return ClientCaps(
+        compaction=compaction,
+        fs_read=fs.get("readTextFile") is True,
+        fs_write=fs.get("writeTextFile") is True,
+        terminal_output=meta.get("terminal_output") is True,
+    )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def client_takes_compaction(params: Any, version: int) -> bool:
     """Whether the client may be sent `compaction_update`s.
 
@@ -69,7 +104,7 @@ def client_takes_compaction(params: Any, version: int) -> bool:
     return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
 
 
-def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes, bool] | None:
+def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes, ClientCaps] | None:
     """Answer a first line that is a well-formed `initialize` request, before the server exists.
 
     Anything else (malformed JSON, another method, bad params) returns None and
@@ -89,4 +124,4 @@ def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tupl
     except RpcError:
         return None
     reply = encode(result_reply(request_id, result)) + b"\n"
-    return version, reply, client_takes_compaction(message.get("params"), version)
+    return version, reply, client_caps(message.get("params"), version)

@@ -17,7 +17,7 @@ from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, RpcError
-from term2.adapters.acp.negotiation import client_takes_compaction, negotiate
+from term2.adapters.acp.negotiation import ClientCaps, client_caps, negotiate
 from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, Term2Error
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ V1_ONLY = frozenset({"session/load"})
 log = structlog.get_logger("term2.acp")
 
 # Builds the session methods once the application is ready (see term2.app.entrypoints.serve).
-# (connection, negotiated version, whether the client takes compaction updates)
-MethodsFactory = Callable[[JsonRpcConnection, int, bool], Awaitable["SessionMethods"]]
+# (connection, negotiated version, what the client said it can do)
+MethodsFactory = Callable[[JsonRpcConnection, int, ClientCaps], Awaitable["SessionMethods"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class AcpServer:
         self._methods: SessionMethods | None = None
         self._making: anyio.Lock | None = None
         self.version: int | None = None
-        self.compaction = False
+        self.client = ClientCaps()
 
     def attach(self, connection: JsonRpcConnection) -> None:
         self._connection = connection
@@ -125,7 +125,7 @@ class AcpServer:
             async with self._making:
                 if self._methods is None:
                     assert self._connection is not None and self.version is not None
-                    self._methods = await self._methods_factory(self._connection, self.version, self.compaction)
+                    self._methods = await self._methods_factory(self._connection, self.version, self.client)
         return self._methods
 
     async def _not_initialized(self, params: Any) -> Any:
@@ -140,14 +140,14 @@ class AcpServer:
     def info(self) -> dict[str, str]:
         return {"name": self._info.name, "title": self._info.title, "version": self._info.version}
 
-    def initialized(self, version: int, compaction: bool = False) -> None:
+    def initialized(self, version: int, client: ClientCaps | None = None) -> None:
         """Adopt a version negotiated before the server existed (the launcher's early answer)."""
         self.version = version
-        self.compaction = compaction
+        self.client = client or ClientCaps()
 
     async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
         self.version, result = negotiate(params, self._v2_enabled, self.info)
-        self.compaction = client_takes_compaction(params, self.version)
+        self.client = client_caps(params, self.version)
         return result

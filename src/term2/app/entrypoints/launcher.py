@@ -57,16 +57,16 @@ def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     first = sys.stdin.buffer.readline(MAX_LINE_BYTES + 1)
     info = {"name": "term2", "title": "term2", "version": __version__}
     early = early_answer(first, settings.acp_v2, info) if first.endswith(b"\n") else None
-    version, compaction = None, False
+    version, client = None, None
     if early is not None:
-        version, reply, compaction = early
+        version, reply, client = early
         _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
 
     configure_logging(settings.log_level)  # before any module imports structlog
     from term2.app.entrypoints.serve import run_acp
 
-    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, compaction=compaction)
+    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, client=client)
 
 
 def _write_all(fd: int, data: bytes) -> None:

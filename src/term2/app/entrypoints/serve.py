@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 from term2 import __version__
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import INTERNAL_ERROR, RpcError
+from term2.adapters.acp.negotiation import ClientCaps
 from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
@@ -92,7 +93,7 @@ class _Startup:
     def _failed(self) -> RpcError:
         return RpcError(INTERNAL_ERROR, f"term2 failed to start: {self._error}")
 
-    async def methods(self, connection: JsonRpcConnection, version: int, compaction: bool) -> SessionMethods:
+    async def methods(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> SessionMethods:
         """The session methods for the negotiated version, once sessions can be served."""
         await self._sessions_ready.wait()
         if self._app is None:
@@ -106,12 +107,12 @@ class _Startup:
             nonlocal turns
             async with making:
                 if turns is None:
-                    turns = await self._turns(connection, version, compaction)
+                    turns = await self._turns(connection, version, client)
             return turns
 
         return SessionMethods(self._app.sessions, version, get_turns, on_session=self._preload)
 
-    async def _turns(self, connection: JsonRpcConnection, version: int, compaction: bool) -> Turns:
+    async def _turns(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> Turns:
         self._turns_wanted.set()
         await self._turns_ready.wait()
         if self._prompts is None:
@@ -122,7 +123,7 @@ class _Startup:
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
 
-        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=compaction))
+        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=client.compaction))
         return Turns(self._prompts, sink, AcpApprover(connection, version, sink))
 
     def _preload(self) -> None:
@@ -161,14 +162,14 @@ async def _serve(
     protocol_fd: int,
     pending: bytes | None,
     version: int | None,
-    compaction: bool,
+    client: ClientCaps | None,
 ) -> None:
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)
         server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
         if version is not None:
-            server.initialized(version, compaction)
+            server.initialized(version, client)
         connection = JsonRpcConnection(transport, server)
         server.attach(connection)
         tg.start_soon(app.build)
@@ -194,12 +195,12 @@ def run_acp(
     protocol_fd: int,
     pending: bytes | None = None,
     version: int | None = None,
-    compaction: bool = False,
+    client: ClientCaps | None = None,
 ) -> None:
     """Serve on `protocol_fd` (see `guard_stdout`); `pending` is a first line already read
     from stdin, `version` one already negotiated by the launcher's early answer (and
-    `compaction` whether that client takes compaction updates)."""
-    anyio.run(_serve, settings, env, protocol_fd, pending, version, compaction, backend="asyncio")
+    `client` what that client said it can do)."""
+    anyio.run(_serve, settings, env, protocol_fd, pending, version, client, backend="asyncio")
 
 
 def exit_now(code: int) -> None:
