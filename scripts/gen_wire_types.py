@@ -39,6 +39,8 @@ SCHEMAS = {  # module name: (what it describes, vendored schema)
 # The methods term2 serves, calls or receives; their params and results are the roots.
 METHODS = frozenset({
     "$/cancel_request",
+    "fs/read_text_file",
+    "fs/write_text_file",
     "initialize",
     "session/cancel",
     "session/close",

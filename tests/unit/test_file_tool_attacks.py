@@ -324,7 +324,8 @@ with open("/proc/self/status") as status:
 resource.setrlimit(resource.RLIMIT_AS, (vm + 768 * 1024 * 1024, hard))
 invocation = {tool}().prepare({args}, root)
 try:
-    ctx = SimpleNamespace(access=SimpleNamespace(workspace=Workspace(root)))  # what the tools read of a context
+    # what the tools read of a context (no editor serving files: the disk)
+    ctx = SimpleNamespace(access=SimpleNamespace(workspace=Workspace(root)), client_files=None)
     text = anyio.run(invocation.run, ctx, "call-1").text
 except Exception as err:  # what the toolbox would report as a failed call
     text = f"Error: {{err}}"

@@ -30,6 +30,7 @@ from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
 from term2.domain.usage import Prices
 from term2.ports.approval import Approver
+from term2.ports.client_files import ClientFiles
 from term2.ports.llm import LLMError, LLMProvider
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
@@ -96,7 +97,13 @@ class PromptService:
             opened.turn.cancel()
 
     async def run(
-        self, opened: OpenSession, prompt: tuple[ContentBlock, ...], sink: UpdateSink, approver: Approver
+        self,
+        opened: OpenSession,
+        prompt: tuple[ContentBlock, ...],
+        sink: UpdateSink,
+        approver: Approver,
+        *,
+        client_files: ClientFiles | None = None,  # the editor's reads and writes, where it serves them
     ) -> TurnOutcome:
         session_id = opened.session.session_id
         scope = opened.turn.scope
@@ -111,7 +118,7 @@ class PromptService:
         meter = Meter()
         try:
             with scope:
-                outcome = await self._turn(opened, prompt, emit, record, approver, meter)
+                outcome = await self._turn(opened, prompt, emit, record, approver, meter, client_files)
         except LLMError as exc:
             log.warning("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
@@ -137,6 +144,7 @@ class PromptService:
         record: Record,
         approver: Approver,
         meter: Meter,
+        client_files: ClientFiles | None = None,
     ) -> TurnOutcome:
         session = opened.session
         entries = await opened.history.read(self._store, session.session_id)
@@ -156,7 +164,15 @@ class PromptService:
         transcript = Transcript(system, tools, model_transcript(entries), record, cache_key(session.session_id))
         await transcript.add(ChatMessage("user", text))
         ctx = ToolContext(
-            session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn, self._outputs
+            session.session_id,
+            opened.access,
+            approver,
+            self._sandbox,
+            emit,
+            record,
+            opened.turn,
+            self._outputs,
+            client_files=client_files,
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(

@@ -15,6 +15,7 @@ from typing import Protocol
 from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
+from term2.ports.client_files import ClientFiles
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
@@ -46,6 +47,8 @@ class ToolContext:
     record: Callable[[HistoryEntry], Awaitable[None]]
     interaction: LiveInteraction
     outputs: OutputArchive | None = None  # where results cut for the model are kept whole
+    # The editor's own reads and writes where it offers them (ADR 0024); None: the file tools use the disk.
+    client_files: ClientFiles | None = None
 
 
 class Toolbox(Protocol):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from term2.adapters.acp.updates import AcpUpdateSink
     from term2.adapters.acp.wire_types import v1, v2
     from term2.app.prompting import PromptService
+    from term2.ports.client_files import ClientFiles
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Turns:
     prompts: PromptService
     sink: AcpUpdateSink
     approver: AcpApprover
+    files: ClientFiles | None = None  # the editor's reads and writes, where a v1 client offered them
 
 
 def _session_info(session: Session) -> v1.SessionInfo:
@@ -166,7 +168,7 @@ class SessionMethods:
             turns.prompts.cancel(session_id)
 
         async def run() -> Any:
-            return await turns.prompts.run(opened, blocks, turns.sink, turns.approver)
+            return await turns.prompts.run(opened, blocks, turns.sink, turns.approver, client_files=turns.files)
 
         if self._version == 2:
             try:

@@ -118,13 +118,15 @@ class _Startup:
         if self._prompts is None:
             raise self._failed()
         from term2.adapters.acp.approval_bridge import AcpApprover
+        from term2.adapters.acp.client_files import AcpClientFiles
         from term2.adapters.acp.session_methods import Turns
         from term2.adapters.acp.updates import AcpUpdateSink
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
 
         sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=client.compaction))
-        return Turns(self._prompts, sink, AcpApprover(connection, version, sink))
+        files = AcpClientFiles(connection, client) if client.fs_read or client.fs_write else None
+        return Turns(self._prompts, sink, AcpApprover(connection, version, sink), files)
 
     def _preload(self) -> None:
         """A session was opened: load the turn part now, then prepare the model's adapter."""

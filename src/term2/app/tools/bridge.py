@@ -55,7 +55,8 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
     """The parent's context, with every nested call linked to the run_code call that made it.
 
     The final status of each nested call is noted in `statuses`, which is how the
-    bridge tells the program whether its call succeeded.
+    bridge tells the program whether its call succeeded. Nested calls use the disk,
+    through descriptors, even where the editor serves files (ADR 0024).
     """
 
     def link(call: ToolCall) -> ToolCall:
@@ -71,7 +72,11 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
         await ctx.record(link(entry) if isinstance(entry, ToolCall) else entry)
 
     approver = _LinkedApprover(ctx.approver, link)
-    return ToolContext(ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction, ctx.outputs)
+    # No editor reads or writes: the program runs beside its nested calls and could swap a path for a symlink
+    # between term2's check and the editor's act, which (unlike a descriptor) would follow it (ADR 0024).
+    return ToolContext(
+        ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction, ctx.outputs, client_files=None
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,10 @@ from term2.app.tools.args import ArgumentError, Arguments, optional_bool, requir
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, show_change
 from term2.app.tools.failure import ToolFailed
-from term2.app.tools.files import human_size, looks_binary
+from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
+from term2.app.tools.through_client import client_read, client_write
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
 from term2.domain.near_match import closest_lines
 from term2.domain.truncation import ellipsize, keep_head
@@ -39,6 +40,9 @@ HINT_CHARS = 8 * 1024  # of a whole hint
 
 class NotText(ToolFailed):
     """The existing file cannot be treated as text: edit_file refuses, write_file skips the diff."""
+
+
+Old = str | None | NotText  # the file's text, no file, or why its content is not text
 
 
 def _edit_invocation(
@@ -126,11 +130,56 @@ def _read_existing(path: str, root: str) -> str | None:
         raise NotText(f"{path} is not valid UTF-8; it cannot be edited as text") from None
 
 
-def _write(path: str, root: str, text: str) -> bool:
+def _disk_old(path: str, root: str) -> Old:
+    try:
+        return _read_existing(path, root)
+    except NotText as why:
+        return why
+
+
+def _client_old(path: str, text: str) -> Old:
+    """The editor's text of `path`, held to the disk's rules: the size cap, no binary, UTF-8 that round-trips."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate from the client's JSON
+        return NotText(f"{path} is not valid UTF-8; it cannot be edited as text")
+    if size > EDIT_LIMIT:
+        limit = human_size(EDIT_LIMIT)
+        return NotText(f"{path} is too large to edit as text ({human_size(size)}; the limit is {limit})")
+    if looks_binary(text[:SNIFF_BYTES].encode("utf-8")):
+        return NotText(f"{path} is a binary file; it cannot be edited as text")
+    return text
+
+
+async def _old_text(ctx: ToolContext, path: str, root: str) -> Old:
+    """What the file holds now: the editor's buffer where it serves reads (unsaved text included), else the disk.
+
+    Only called after the gate allowed the call, so a path that needs asking reaches the editor only once
+    the user said yes; the preview shown before that is the disk's.
+    """
+    text = await client_read(ctx, path, root)
+    if text is not None:
+        return _client_old(path, text)
+    return await anyio.to_thread.run_sync(partial(_disk_old, path, root), abandon_on_cancel=True)
+
+
+def _encoded(path: str, text: str) -> bytes:
     data = text.encode("utf-8")
     if len(data) > EDIT_LIMIT:
         raise ToolFailed(f"{path} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}")
-    return write_whole(path, root, data)
+    return data
+
+
+def _write(path: str, root: str, text: str) -> bool:
+    return write_whole(path, root, _encoded(path, text))
+
+
+async def _commit(ctx: ToolContext, path: str, root: str, planned: _Planned) -> Outcome:
+    """Make the planned change: through the editor where it serves writes (its own undoable edit), else the disk."""
+    _encoded(path, planned.new)  # the cap holds whoever writes
+    if await client_write(ctx, path, root, planned.new):
+        return planned.outcome
+    return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,15 +229,16 @@ class WriteFile:
     ) -> Outcome:
         readable = may_read(ctx, path)
         # Reading the old text and working out the report change nothing: a cancel abandons them at once.
+        old = await _old_text(ctx, path, root)
         planned = await anyio.to_thread.run_sync(
-            partial(_plan_write, path, root, content, old_readable=readable), abandon_on_cancel=True
+            partial(_plan_write, path, content, old, old_readable=readable), abandon_on_cancel=True
         )
-        return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
+        return await _commit(ctx, path, root, planned)
 
 
 def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
-    """Create or overwrite `path`; old content that is not text is replaced without a diff."""
-    return _make(path, root, _plan_write(path, root, content, old_readable=old_readable))
+    """Create or overwrite `path` on the disk; old content that is not text is replaced without a diff."""
+    return _make(path, root, _plan_write(path, content, _disk_old(path, root), old_readable=old_readable))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,12 +255,11 @@ def _make(path: str, root: str, planned: _Planned) -> Outcome:
     return planned.outcome
 
 
-def _plan_write(path: str, root: str, content: str, *, old_readable: bool) -> _Planned:
+def _plan_write(path: str, content: str, old: Old, *, old_readable: bool) -> _Planned:
     """Without `old_readable` the model is told only that the file was written: the same words whether it
     existed, held text or not, so nothing of what it held reaches the model (the client still gets the diff)."""
-    try:
-        old = _read_existing(path, root)
-    except NotText as why:
+    if isinstance(old, NotText):
+        why = old
         text = f"Overwrote {path}; its old content is not shown ({why})\n" if old_readable else _unshown(path)
         return _Planned(content, Outcome(text, (TextOutput(text),)))
     if not old_readable:
@@ -286,11 +335,12 @@ class EditFile:
     ) -> Outcome:
         readable = may_read(ctx, path)
         # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
+        old = await _old_text(ctx, path, root)
         planned = await anyio.to_thread.run_sync(
-            partial(_plan_edit, path, root, old_string, new_string, replace_all, old_readable=readable),
+            partial(_plan_edit, path, old_string, new_string, replace_all, old, old_readable=readable),
             abandon_on_cancel=True,
         )
-        return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
+        return await _commit(ctx, path, root, planned)
 
 
 def _not_found(path: str, text: str, old_string: str) -> str:
@@ -313,14 +363,15 @@ def edit_file(
 ) -> Outcome:
     """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
     no closest lines, no count, no patch (the client still gets its diff)."""
-    planned = _plan_edit(path, root, old_string, new_string, replace_all, old_readable=old_readable)
+    planned = _plan_edit(path, old_string, new_string, replace_all, _disk_old(path, root), old_readable=old_readable)
     return _make(path, root, planned)
 
 
 def _plan_edit(
-    path: str, root: str, old_string: str, new_string: str, replace_all: bool, *, old_readable: bool
+    path: str, old_string: str, new_string: str, replace_all: bool, old: Old, *, old_readable: bool
 ) -> _Planned:
-    old = _read_existing(path, root)
+    if isinstance(old, NotText):
+        raise old
     new, count = _replaced(path, old_string, new_string, replace_all, old, hints=old_readable)
     before = old or ""  # _replaced refused a missing file
     line = before.count("\n", 0, before.index(old_string)) + 1

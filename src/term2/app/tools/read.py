@@ -21,6 +21,7 @@ from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve
+from term2.app.tools.through_client import client_read
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
@@ -31,6 +32,7 @@ from term2.ports.tools import ToolContext
 # the bound every tool result gets in the transcript (`app/results.py`), so a read is never cut.
 READ_LIMIT_TOKENS = 9_000
 BYTES_PER_TOKEN = 4
+MIN_LINE_BYTES = 8  # a numbered empty line: six digits, a tab, a line break
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,12 @@ class ReadFile:
     async def _run(
         self, path: str, root: str, offset: int, limit: int | None, ctx: ToolContext, call_id: str
     ) -> Outcome:
+        # The editor's buffer where it serves reads (the user's unsaved text), asked only for the lines the
+        # cap can show: each numbered line takes at least 8 bytes, so one more than that always hits the cap.
+        asked = self.limit_bytes // MIN_LINE_BYTES + 1
+        shown = await client_read(ctx, path, root, line=offset, limit=min(limit or asked, asked))
+        if shown is not None:
+            return Outcome.text_only(numbered_text(path, shown, offset, limit, self.limit_bytes))
         text = await anyio.to_thread.run_sync(
             partial(read_lines, path, root, offset, limit, self.limit_bytes),
             abandon_on_cancel=True,
@@ -121,12 +129,36 @@ def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes
         os.close(fd)
 
 
+def numbered_text(path: str, text: str, offset: int, limit: int | None, limit_bytes: int) -> str:
+    """The client's text of lines offset.., numbered and capped exactly as a read of the disk is.
+
+    Lines are split at "\n" only, as on the disk (an editor's buffer may have turned CRLF into LF;
+    the numbers are the same either way).
+    """
+    if "\x00" in text[:SNIFF_BYTES]:
+        size = human_size(len(text.encode("utf-8", "surrogatepass")))
+        raise ToolFailed(f"{path} looks like a binary file ({size}); it is not shown.")
+    if not text and offset > 1:
+        raise ToolFailed(f"offset {offset} is past the end of {path}")
+    return numbered(path, _split(text), offset, limit, limit_bytes, first=offset)
+
+
+def _split(text: str) -> Iterator[bytes]:
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end].encode("utf-8", "surrogatepass")
+        start = end
+
+
 def numbered(
-    path: str, lines: Iterator[bytes], offset: int, limit: int | None, limit_bytes: int
+    path: str, lines: Iterator[bytes], offset: int, limit: int | None, limit_bytes: int, *, first: int = 1
 ) -> str:
+    """`lines` numbered from `first` (the disk gives the whole file; a client, its lines from `offset`)."""
     out: list[str] = []
     used = 0
-    line_no = 0
+    line_no = first - 1
     for raw in lines:
         line_no += 1
         if line_no < offset:

@@ -856,6 +856,23 @@ class ProvidersCapabilities(TypedDict):
     _meta: NotRequired[dict[str, Any] | None]
 
 
+class ReadTextFileRequest(TypedDict):
+    """Request to read content from a text file."""
+
+    sessionId: SessionId
+    path: str
+    line: NotRequired[int | None]
+    limit: NotRequired[int | None]
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class ReadTextFileResponse(TypedDict):
+    """Response containing the contents of a text file."""
+
+    content: str
+    _meta: NotRequired[dict[str, Any] | None]
+
+
 # JSON RPC Request Id
 RequestId: TypeAlias = int | str | None
 
@@ -1327,4 +1344,19 @@ class Usage(TypedDict):
     thoughtTokens: NotRequired[int | None]
     cachedReadTokens: NotRequired[int | None]
     cachedWriteTokens: NotRequired[int | None]
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class WriteTextFileRequest(TypedDict):
+    """Request to write content to a text file."""
+
+    sessionId: SessionId
+    path: str
+    content: str
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class WriteTextFileResponse(TypedDict):
+    """Response to `fs/write_text_file`"""
+
     _meta: NotRequired[dict[str, Any] | None]
