@@ -10,10 +10,7 @@ provider received is read from the fake LLM's recorded requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.e2e import test_tools_e2e as tools
 
@@ -22,18 +19,7 @@ CREDENTIALS = f"[default]\naws_access_key_id = AKIA{SECRET}\naws_secret_access_k
 MiB = 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tools.Agent]:
-    with tools._agent(tmp_path_factory.mktemp("edit-attacks"), 2) as started:
-        tools._warm_up(started)
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def _clean_script(agent: tools.Agent) -> Iterator[None]:
-    yield
-    agent.llm.state.reset()
-    agent.answers.policy = None
+agent, _clean_script = tools.module_agent("edit-attacks")
 
 
 def call(name: str, **arguments: object) -> dict[str, Any]:

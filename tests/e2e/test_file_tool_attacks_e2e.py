@@ -20,19 +20,7 @@ from tests.e2e import test_run_code_e2e as rc
 from tests.e2e import test_tools_e2e as tools
 from tests.support.acp_process import updates
 
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tools.Agent]:
-    with tools._agent(tmp_path_factory.mktemp("attacks"), 2) as started:
-        tools._warm_up(started)
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def _clean_script(agent: tools.Agent) -> Iterator[None]:
-    yield
-    agent.llm.state.reset()
-    agent.answers.policy = None
+agent, _clean_script = tools.module_agent("attacks")
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:

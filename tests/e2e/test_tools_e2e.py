@@ -200,6 +200,25 @@ def _warm_up(agent: Agent) -> None:
     agent.turn(agent.session(), timeout=WARM_UP_TIMEOUT)  # pays the litellm import
 
 
+def module_agent(name: str) -> tuple[Any, Any]:
+    """The fixtures of a module with its own warmed-up v2 process: `agent`, and the autouse clean-up
+    that resets the fake model's script and the permission policy after each test."""
+
+    @pytest.fixture(scope="module")
+    def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+        with _agent(tmp_path_factory.mktemp(name), 2) as started:
+            _warm_up(started)
+            yield started
+
+    @pytest.fixture(autouse=True)
+    def _clean_script(agent: Agent) -> Iterator[None]:
+        yield
+        agent.llm.state.reset()
+        agent.answers.policy = None
+
+    return agent, _clean_script
+
+
 @pytest.fixture(scope="module")
 def agents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Agent]]:
     """Both processes, warmed up side by side so their litellm imports overlap."""

@@ -9,7 +9,6 @@ own allocations, the same on any machine), sizes by what the client was sent.
 from __future__ import annotations
 
 import json
-import os
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,11 +19,8 @@ from term2.app.tools.edit import EDIT_LIMIT
 from term2.domain.approval import Choice
 from term2.domain.diff import DIFF_CONTENT_BYTES
 from term2.domain.history import DiffOutput, TextOutput
-from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalDecision
-from tests.fakes.approvers import FixedApprover
-from tests.fakes.sandboxes import CannedSandbox
-from tests.unit.test_tools import Harness
+from tests.unit.test_tools import Harness, new_harness
 
 pytestmark = pytest.mark.anyio
 
@@ -33,11 +29,8 @@ MiB = 1024 * 1024
 
 @pytest.fixture
 def h(tmp_path: Path) -> Harness:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    root, outside = Path(os.path.realpath(root)), Path(os.path.realpath(outside))
-    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
+    made = new_harness(tmp_path)
+    return made
 
 
 async def _peak(action: Callable[[], Awaitable[str]]) -> tuple[str, int]:

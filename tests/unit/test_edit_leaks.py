@@ -10,18 +10,14 @@ model's text (what its provider would receive) for a planted secret.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from term2.domain.approval import Choice
 from term2.domain.history import DiffOutput
-from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalDecision
-from tests.fakes.approvers import FixedApprover
-from tests.fakes.sandboxes import CannedSandbox
-from tests.unit.test_tools import Harness
+from tests.unit.test_tools import Harness, new_harness
 
 pytestmark = pytest.mark.anyio
 
@@ -31,13 +27,10 @@ CREDENTIALS = f"[default]\naws_access_key_id = AKIA{SECRET}\naws_secret_access_k
 
 @pytest.fixture
 def h(tmp_path: Path) -> Harness:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    root, outside = Path(os.path.realpath(root)), Path(os.path.realpath(outside))
-    (outside / "credentials").write_text(CREDENTIALS)
-    (root / ".env").write_text(f"API_KEY={SECRET}\nDEBUG=1\n")
-    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
+    made = new_harness(tmp_path)
+    (made.outside / "credentials").write_text(CREDENTIALS)
+    (made.root / ".env").write_text(f"API_KEY={SECRET}\nDEBUG=1\n")
+    return made
 
 
 async def _grant_edits_outside(h: Harness) -> None:

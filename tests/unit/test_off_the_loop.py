@@ -9,7 +9,6 @@ thread instead of diffing there.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -20,21 +19,15 @@ from term2.adapters.acp import wire_v2
 from term2.app.tools import edit
 from term2.domain.history import DiffOutput, ToolStatus
 from term2.domain.near_match import NearMatch
-from term2.domain.workspace import SessionAccess
-from tests.fakes.approvers import FixedApprover
-from tests.fakes.sandboxes import CannedSandbox
-from tests.unit.test_tools import Harness
+from tests.unit.test_tools import Harness, new_harness
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def h(tmp_path: Path) -> Harness:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    root, outside = Path(os.path.realpath(root)), Path(os.path.realpath(outside))
-    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
+    made = new_harness(tmp_path)
+    return made
 
 
 async def test_a_cancel_does_not_wait_for_a_hint_being_computed(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -102,8 +102,8 @@ class Harness:
         return self.calls()[-1]
 
 
-@pytest.fixture
-def h(tmp_path: Path) -> Harness:
+def new_harness(tmp_path: Path) -> Harness:
+    """A fresh root and outside folder (canonical), an allowing approver and a canned sandbox."""
     root = tmp_path / "root"
     outside = tmp_path / "outside"
     root.mkdir()
@@ -113,6 +113,11 @@ def h(tmp_path: Path) -> Harness:
     return Harness(
         root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root))
     )
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    return new_harness(tmp_path)
 
 
 DONE = [ToolStatus.PENDING, ToolStatus.IN_PROGRESS, ToolStatus.COMPLETED]

@@ -15,21 +15,16 @@ from pathlib import Path
 import pytest
 
 from term2.adapters.sandbox.tree_scan import ScanIncomplete, scan_tree
-from term2.domain.workspace import MAX_DEPTH, SessionAccess
-from tests.fakes.approvers import FixedApprover
-from tests.fakes.sandboxes import CannedSandbox
-from tests.unit.test_tools import Harness
+from term2.domain.workspace import MAX_DEPTH
+from tests.unit.test_tools import Harness, new_harness
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 def h(tmp_path: Path) -> Harness:
-    root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
-    outside.mkdir()
-    root, outside = Path(os.path.realpath(root)), Path(os.path.realpath(outside))
-    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
+    made = new_harness(tmp_path)
+    return made
 
 
 def _nested(depth: int) -> str:
