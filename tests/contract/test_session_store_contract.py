@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from term2.adapters.store import InMemorySessionStore, SqliteSessionStore
 from term2.adapters.store.codec import decode_entry, encode_entry
-from term2.domain.content import ResourceLink, TextBlock
+from term2.domain.content import EmbeddedResource, ResourceLink, TextBlock
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.history import (
     AgentMessage,
@@ -110,7 +110,13 @@ def tool(tid: str, status: ToolStatus, *content: object) -> ToolCall:
 EVERY_VARIANT: list[HistoryEntry] = [
     UserMessage(
         "u1",
-        (TextBlock("fix the bug ✓"), ResourceLink("file:///work/a/main.py", "main.py")),
+        (
+            TextBlock("fix the bug ✓"),
+            ResourceLink("file:///work/a/main.py", "main.py"),
+            EmbeddedResource("file:///work/a/b%20c.py", text="x = 1\n", mime_type="text/x-python"),
+            EmbeddedResource("file:///work/a/logo.png", blob="iVBORw0KGgo=", mime_type="image/png"),
+            EmbeddedResource("zed:///agent/rules/1", text=""),
+        ),
     ),
     AgentMessage("a1", "Looking at it.\nLine two."),
     AgentThought("th1", "maybe the loop"),
@@ -500,7 +506,9 @@ _entry = st.one_of(
         UserMessage,
         _text,
         st.lists(
-            st.builds(TextBlock, _text) | st.builds(ResourceLink, _text, _text)
+            st.builds(TextBlock, _text)
+            | st.builds(ResourceLink, _text, _text)
+            | st.builds(EmbeddedResource, _text, st.none() | _text, st.none() | _text, st.none() | _text)
         ).map(tuple),
     ),
     st.builds(AgentMessage, _text, _text),

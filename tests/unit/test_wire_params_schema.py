@@ -36,6 +36,9 @@ CASES: list[tuple[p.Request[Any], str, ModuleType, str, frozenset[str]]] = [
     (p.TEXT_BLOCK, "TEXT_BLOCK", v2, "ContentBlockText", frozenset()),
     (p.LINK_BLOCK, "LINK_BLOCK", v1, "ContentBlockResourceLink", frozenset()),
     (p.LINK_BLOCK, "LINK_BLOCK", v2, "ContentBlockResourceLink", frozenset()),
+    (p.RESOURCE_BLOCK, "RESOURCE_BLOCK", v1, "ContentBlockResource", frozenset()),  # embeddedContext: v1 only
+    (p.TEXT_RESOURCE, "TEXT_RESOURCE", v1, "TextResourceContents", frozenset()),
+    (p.BLOB_RESOURCE, "BLOB_RESOURCE", v1, "BlobResourceContents", frozenset()),
 ]
 
 
@@ -71,6 +74,9 @@ def test_request_reads_only_schema_fields_and_requires_no_more(
         (p.PROMPT, p.Prompt),
         (p.TEXT_BLOCK, p._Text),
         (p.LINK_BLOCK, p._Link),
+        (p.RESOURCE_BLOCK, p._Resource),
+        (p.TEXT_RESOURCE, p._TextResource),
+        (p.BLOB_RESOURCE, p._BlobResource),
     ],
 )
 def test_code_reads_only_keys_its_validator_checked(request_: p.Request[Any], typed: type) -> None:

@@ -46,7 +46,7 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
         "protocolVersion": 1,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": False, "sse": False},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },

@@ -17,13 +17,14 @@ reads it and a `Request` holding the validator for it, declared side by side.
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Mapping
 from typing import Any, Generic, TypedDict, TypeVar, cast
 
 from pydantic_core import SchemaValidator, ValidationError
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
-from term2.domain.content import ContentBlock, ResourceLink, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, ResourceLink, TextBlock
 
 T = TypeVar("T")
 Schema = dict[str, Any]
@@ -125,6 +126,31 @@ class _Link(TypedDict):
 LINK_BLOCK = Request[_Link]({"type": {"type": "literal", "expected": ["resource_link"]}, "uri": STR, "name": STR})
 
 
+class _Resource(TypedDict):
+    resource: dict[str, Any]
+
+
+RESOURCE_BLOCK = Request[_Resource]({"type": {"type": "literal", "expected": ["resource"]}, "resource": OBJECT})
+
+
+class _TextResource(TypedDict):
+    uri: str
+    text: str
+    mimeType: str | None
+
+
+TEXT_RESOURCE = Request[_TextResource]({"uri": STR, "text": STR}, {"mimeType": STR})
+
+
+class _BlobResource(TypedDict):
+    uri: str
+    blob: str
+    mimeType: str | None
+
+
+BLOB_RESOURCE = Request[_BlobResource]({"uri": STR, "blob": STR}, {"mimeType": STR})
+
+
 def _has_lone_surrogate(value: Any) -> bool:
     """JSON may escape lone surrogates ("\\ud800"); they are not Unicode and no store can keep them."""
     stack = [value]
@@ -155,8 +181,10 @@ def parse(request: Request[T], params: Any, method: str) -> T:
         raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
 
 
-def prompt_blocks(raw: list[dict[str, Any]]) -> tuple[ContentBlock, ...]:
-    """Accept the ACP baseline (text, resource_link); refuse what term2 does not advertise."""
+def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[ContentBlock, ...]:
+    """Accept the ACP baseline (text, resource_link), and `resource` where term2 advertised
+    `embeddedContext` (`embedded`: v1); refuse what term2 does not advertise."""
+    supported = "text, resource_link, resource" if embedded else "text, resource_link"
     blocks: list[ContentBlock] = []
     for index, item in enumerate(raw):
         kind = item.get("type")
@@ -165,12 +193,30 @@ def prompt_blocks(raw: list[dict[str, Any]]) -> tuple[ContentBlock, ...]:
         elif kind == "resource_link":
             link = parse(LINK_BLOCK, item, f"session/prompt (prompt[{index}])")
             blocks.append(ResourceLink(link["uri"], link["name"]))
+        elif kind == "resource" and embedded:
+            blocks.append(_resource(item, f"session/prompt (prompt[{index}])"))
         else:
             raise RpcError(
                 INVALID_PARAMS,
                 f"Invalid params for session/prompt: prompt[{index}] is a {kind!r} block, which term2 "
-                "does not support (supported: text, resource_link)",
+                f"does not support (supported: {supported})",
             )
     if not blocks:
         raise RpcError(INVALID_PARAMS, "Invalid params for session/prompt: prompt must not be empty")
     return tuple(blocks)
+
+
+def _resource(item: dict[str, Any], where: str) -> EmbeddedResource:
+    """A text resource, or a blob whose base64 must decode (its size is told to the model)."""
+    resource = parse(RESOURCE_BLOCK, item, where)["resource"]
+    if "text" in resource:
+        text = parse(TEXT_RESOURCE, resource, f"{where}.resource")
+        return EmbeddedResource(text["uri"], text=text["text"], mime_type=text["mimeType"])
+    if "blob" not in resource:
+        raise RpcError(INVALID_PARAMS, f"Invalid params for {where}: resource must carry text or blob")
+    blob = parse(BLOB_RESOURCE, resource, f"{where}.resource")
+    try:
+        binascii.a2b_base64(blob["blob"], strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise RpcError(INVALID_PARAMS, f"Invalid params for {where}: resource.blob is not base64") from None
+    return EmbeddedResource(blob["uri"], blob=blob["blob"], mime_type=blob["mimeType"])

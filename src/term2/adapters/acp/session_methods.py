@@ -152,7 +152,7 @@ class SessionMethods:
         from term2.ports.updates import StateChanged
 
         args = p.parse(p.PROMPT, params, "session/prompt")
-        blocks = p.prompt_blocks(args["prompt"])
+        blocks = p.prompt_blocks(args["prompt"], embedded=self._version == 1)
         session_id = args["sessionId"]
         self._waiting[session_id] = self._waiting.get(session_id, 0) + 1
         try:

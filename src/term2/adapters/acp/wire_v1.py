@@ -1,16 +1,18 @@
 """Session events rendered as ACP v1 `session/update` payloads.
 
 v1 has closed enums and no agent-owned terminals: a cancelled tool call is
-reported as failed, and shell output travels as the call's text content.
+reported as failed, and shell output travels as the call's text content, or
+as a display-only terminal to a client that draws one (display_terminals.py).
 Every payload is typed with the v1 schema's own definitions (`wire_types.v1`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from term2.adapters.acp.display_terminals import DisplayTerminals
 from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta
-from term2.domain.content import ContentBlock, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
 from term2.domain.diff import fits_an_update, too_large_note
 from term2.domain.history import (
     DiffOutput,
@@ -55,7 +57,22 @@ def text_block(text: str) -> v1.ContentBlockText:
 def content_block(block: ContentBlock) -> v1.ContentBlock:
     if isinstance(block, TextBlock):
         return text_block(block.text)
+    if isinstance(block, EmbeddedResource):
+        return {"type": "resource", "resource": _resource(block)}
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
+
+
+def _resource(block: EmbeddedResource) -> v1.EmbeddedResourceResource:
+    """The resource as the client sent it (a replay shows the user their own prompt)."""
+    if block.text is not None:
+        text: v1.TextResourceContents = {"uri": block.uri, "text": block.text}
+        if block.mime_type is not None:
+            text["mimeType"] = block.mime_type
+        return text
+    blob: v1.BlobResourceContents = {"uri": block.uri, "blob": block.blob or ""}
+    if block.mime_type is not None:
+        blob["mimeType"] = block.mime_type
+    return blob
 
 
 def tool_content(output: ToolOutput) -> v1.ToolCallContent:
@@ -70,18 +87,24 @@ def tool_content(output: ToolOutput) -> v1.ToolCallContent:
     return {"type": "content", "content": text_block(output.text)}
 
 
-def _tool_call(call: ToolCall, first: bool) -> v1.SessionUpdate:
+def _tool_call(
+    call: ToolCall, first: bool, terminal: TerminalOutput | None = None, extra: dict[str, Any] | None = None
+) -> v1.SessionUpdate:
+    """`terminal`: the output the client draws as a display-only terminal; `extra`: more `_meta` keys."""
     fields: v1.ToolCall = {
         "toolCallId": call.tool_call_id,
         "title": call.title,
         "kind": TOOL_KINDS[call.kind],
         "status": STATUSES[call.status],
         "rawInput": call.raw_input,
-        "content": [tool_content(c) for c in call.content],
+        "content": [
+            {"type": "terminal", "terminalId": c.terminal_id} if c is terminal else tool_content(c)
+            for c in call.content
+        ],
         "locations": locations(call.locations),
     }
-    meta = parent_meta(call)
-    if meta is not None:
+    meta = {**(parent_meta(call) or {}), **(extra or {})}
+    if meta:
         fields["_meta"] = meta
     if first:
         return {"sessionUpdate": "tool_call", **fields}
@@ -104,9 +127,11 @@ def _compaction_update(event: CompactionChanged) -> v1.SessionUpdate:
 class V1Renderer:
     """Stateful only for live shell output, which v1 shows as growing text."""
 
-    def __init__(self, compaction: bool = False) -> None:
+    def __init__(self, compaction: bool = False, display_terminals: bool = False) -> None:
         self._terminal_text: dict[str, str] = {}
         self._compaction = compaction  # the client advertised session.compaction (v1 sends it no update otherwise)
+        # the client advertised _meta.terminal_output: shell output goes to a terminal it draws
+        self._display = DisplayTerminals() if display_terminals else None
 
     def notifications(self, session_id: str, event: SessionEvent, replay: bool) -> list[v1.SessionNotification]:
         return [{"sessionId": session_id, "update": update} for update in self.render(event, replay)]
@@ -123,8 +148,14 @@ class V1Renderer:
         if isinstance(event, ToolCallChanged):
             if event.call.status.is_final:
                 self._terminal_text.pop(event.call.tool_call_id, None)
+            shown = self._display.tool_call(event.call, replay) if self._display is not None else None
+            if shown is not None and shown.terminal is not None:
+                first = event.first or shown.announce
+                return [_tool_call(event.call, first, shown.terminal, shown.meta), *shown.after]
             return [_tool_call(event.call, event.first)]
         if isinstance(event, TerminalChunk):
+            if self._display is not None:
+                return self._display.chunk(event)
             text = self._terminal_text.get(event.tool_call_id, "") + event.data.decode("utf-8", "replace")
             if len(text) > TERMINAL_TEXT_LIMIT:
                 text = "[... earlier output truncated]\n" + text[-TERMINAL_TEXT_LIMIT:]

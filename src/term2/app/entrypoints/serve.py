@@ -61,6 +61,7 @@ class _Startup:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
         try:
             self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
+            await self._tg.start(self._app.background)  # MCP servers' supervisors, before any session exists
         except Exception as exc:
             self._failed_with(exc)
         finally:
@@ -124,7 +125,12 @@ class _Startup:
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
 
-        sink = AcpUpdateSink(connection, V2Renderer() if version == 2 else V1Renderer(compaction=client.compaction))
+        renderer = (
+            V2Renderer()
+            if version == 2
+            else V1Renderer(compaction=client.compaction, display_terminals=client.terminal_output)
+        )
+        sink = AcpUpdateSink(connection, renderer)
         files = AcpClientFiles(connection, client) if client.fs_read or client.fs_write else None
         return Turns(self._prompts, sink, AcpApprover(connection, version, sink), files)
 
