@@ -23,6 +23,16 @@ from tests.support.schemas import validate_all
 
 Message = dict[str, Any]
 PermissionPolicy = Callable[[Message], Message | None]
+ClientMethod = Callable[[Message], Message]  # a request's params -> its result; raise ClientError to refuse
+
+
+class ClientError(Exception):
+    """Raised by a ClientMethod: the client answers the request with this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def allow_kind(kind: str) -> PermissionPolicy:
@@ -55,8 +65,10 @@ class AcpProcess:
         env: dict[str, str] | None = None,
         permission: PermissionPolicy | None = None,
         home: Path | None = None,
+        client_methods: dict[str, ClientMethod] | None = None,
     ) -> None:
         self.workdir = workdir
+        self.client_methods = client_methods or {}  # requests term2 sends that this client serves (fs/...)
         self.home = home or workdir / "term2-home"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
         full_env.update(
@@ -107,8 +119,18 @@ class AcpProcess:
                 if answer is not None:
                     self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
                 continue
+            if isinstance(message, dict) and "id" in message and message.get("method") in self.client_methods:
+                self._serve(message)
+                continue
             self._inbox.put(message)
         self._inbox.put(None)
+
+    def _serve(self, message: Message) -> None:
+        try:
+            reply: Message = {"result": self.client_methods[message["method"]](message["params"])}
+        except ClientError as err:
+            reply = {"error": {"code": err.code, "message": err.message}}
+        self.send({"jsonrpc": "2.0", "id": message["id"], **reply})
 
     def send_raw(self, data: bytes) -> None:
         assert self.proc.stdin is not None

@@ -101,7 +101,7 @@ async def client_write(ctx: ToolContext, path: str, root: str, text: str) -> boo
             "is unknown, and term2 did not write it itself"
         )
     try:
-        await anyio.to_thread.run_sync(partial(_still_judged, path, root, must_exist=True))
+        await anyio.to_thread.run_sync(partial(_still_judged, path, root))
     except (ToolFailed, OSError) as err:
         log.warning("the path changed while the client wrote it", path=path, error=str(err))
         raise ToolFailed(f"the editor wrote {path}, but the path changed meanwhile ({err}); check it") from None
@@ -134,20 +134,20 @@ def _ready_for_write(path: str, root: str) -> None:
         os.close(folder_fd)
 
 
-def _still_judged(path: str, root: str, *, must_exist: bool = False) -> None:
-    """After the client acted: `path` still leads where it was judged to, with no symlink on the way."""
+def _still_judged(path: str, root: str) -> None:
+    """After the client acted: `path` still leads where it was judged to, with no symlink on the way.
+
+    A missing file is no swap: an editor may keep a write in its buffer, unsaved, as it may hold text it never
+    saved (the protocol asks it to apply the text, not to save it).
+    """
     try:
         folder_fd, name = open_parent(path, root)
     except FileNotFoundError:
-        if must_exist:
-            raise
         return
     try:
         try:
             info = lstat_in(folder_fd, name, path)
         except FileNotFoundError:
-            if must_exist:
-                raise
             return
         require_regular(info, path, "read")
     finally:
