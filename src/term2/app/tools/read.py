@@ -103,7 +103,9 @@ class ReadFile:
         asked = self.limit_bytes // MIN_LINE_BYTES + 1
         shown = await client_read(ctx, path, root, line=offset, limit=min(limit or asked, asked))
         if shown is not None:
-            return Outcome.text_only(numbered_text(path, shown, offset, limit, self.limit_bytes))
+            # Nothing from a later line: past the end, or an empty file (as the disk would say)? One line tells.
+            empty = not shown and offset > 1 and await client_read(ctx, path, root, line=1, limit=1) == ""
+            return Outcome.text_only(numbered_text(path, shown, offset, limit, self.limit_bytes, empty=empty))
         text = await anyio.to_thread.run_sync(
             partial(read_lines, path, root, offset, limit, self.limit_bytes),
             abandon_on_cancel=True,
@@ -129,7 +131,9 @@ def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes
         os.close(fd)
 
 
-def numbered_text(path: str, text: str, offset: int, limit: int | None, limit_bytes: int) -> str:
+def numbered_text(
+    path: str, text: str, offset: int, limit: int | None, limit_bytes: int, *, empty: bool = False
+) -> str:
     """The client's text of lines offset.., numbered and capped exactly as a read of the disk is.
 
     Lines are split at "\n" only, as on the disk (an editor's buffer may have turned CRLF into LF;
@@ -138,6 +142,8 @@ def numbered_text(path: str, text: str, offset: int, limit: int | None, limit_by
     if "\x00" in text[:SNIFF_BYTES]:
         size = human_size(len(text.encode("utf-8", "surrogatepass")))
         raise ToolFailed(f"{path} looks like a binary file ({size}); it is not shown.")
+    if empty:
+        return "(empty file)\n"
     if not text and offset > 1:
         raise ToolFailed(f"offset {offset} is past the end of {path}")
     return numbered(path, _split(text), offset, limit, limit_bytes, first=offset)
