@@ -39,6 +39,9 @@ class _Sessions:
         self.created.append(cwd)
         return _Opened(_Session(f"s{len(self.created)}"))
 
+    async def connect_servers(self, *_: Any) -> None:
+        pass
+
 
 @dataclass
 class _Outcome:
@@ -85,6 +88,9 @@ class _App:
 
     async def preload(self) -> None:
         self.preloaded = True
+
+    async def background(self, *, task_status: Any) -> None:
+        task_status.started()
 
     async def shutdown(self) -> None:
         pass

@@ -121,6 +121,7 @@ async def run_loop(
     requests = 0
     while True:
         requests += 1
+        transcript.offer(toolbox.specs())  # MCP tools change between requests when a server says so
         await compactor.before_request(transcript)
         response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
         await compactor.report_usage(transcript)

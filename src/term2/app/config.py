@@ -54,6 +54,8 @@ class Settings:
     retry_max_attempts: int = 6  # attempts per model request, the first included; 1 turns retries off
     retry_max_wait: float = 120.0  # seconds of backoff per model request, over all its retries
     compaction_threshold: float = 0.8  # of the usable context window; past it the next request compacts first
+    mcp_startup_timeout: float = 30.0  # seconds an MCP server the client names has to start and answer (ADR 0023)
+    mcp_call_timeout: float = 300.0  # seconds one MCP tool call may take
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
@@ -117,6 +119,9 @@ def _from_file(path: Path) -> dict[str, Any]:
     if "compaction_threshold" in data:
         value = _expect((int, float), data["compaction_threshold"], f"{where}: compaction_threshold")
         out["compaction_threshold"] = float(value)
+    for key in ("mcp_startup_timeout", "mcp_call_timeout"):
+        if key in data:
+            out[key] = float(_expect((int, float), data[key], f"{where}: {key}"))
     _check_ranges(out, where)
     providers: dict[str, ProviderConfig] = {}
     for name, block in _expect(dict, data.get("providers", {}), f"{where}: providers").items():
@@ -162,6 +167,9 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: retry_max_wait must be zero or more seconds")
     if not 0.1 <= values.get("compaction_threshold", 0.8) <= 0.95:
         raise ConfigError(f"{source}: compaction_threshold must be between 0.1 and 0.95")
+    for key in ("mcp_startup_timeout", "mcp_call_timeout"):
+        if not values.get(key, 1.0) > 0:  # NaN too
+            raise ConfigError(f"{source}: {key} must be a positive number of seconds")
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -189,6 +197,8 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         ("retry_max_attempts", int, "an integer"),
         ("retry_max_wait", float, "a number"),
         ("compaction_threshold", float, "a number"),
+        ("mcp_startup_timeout", float, "a number"),
+        ("mcp_call_timeout", float, "a number"),
     ):
         name = f"TERM2_{key.upper()}"
         if env.get(name):

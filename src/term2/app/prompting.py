@@ -18,6 +18,8 @@ from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
 from term2.app.compaction import Compactor
 from term2.app.conversation import model_transcript, system_prompt
+from term2.app.mcp.servers import McpSessions
+from term2.app.mcp.toolbox import session_toolbox
 from term2.app.metering import Meter
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.transcript import Transcript
@@ -68,6 +70,7 @@ class PromptService:
         budget_factory: Callable[[], ContextBudget] = lambda: ContextBudget(None),
         outputs: OutputArchive | None = None,
         prices_factory: Callable[[], Prices | None] = lambda: None,
+        mcp: McpSessions | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -78,6 +81,7 @@ class PromptService:
         self._budget_factory = budget_factory  # per turn, like the provider: the model may be configured late
         self._outputs = outputs
         self._prices_factory = prices_factory
+        self._mcp = mcp  # the session's MCP servers, whose tools join the built-in ones (ADR 0023)
 
     def admit(self, session_id: str) -> OpenSession:
         """Claim the session's one foreground slot, before any preparation starts."""
@@ -159,9 +163,12 @@ class PromptService:
         budget = self._budget_factory()
         meter.start(entries, self._prices_factory())  # again, now with the prices: costs too
         instructions = await opened.instructions.read()
-        tools = self._toolbox.specs()
+        tools = self._toolbox.specs()  # the system prompt names the built-in tools; MCP tools describe themselves
         system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
-        transcript = Transcript(system, tools, model_transcript(entries), record, cache_key(session.session_id))
+        servers = self._mcp.servers(session.session_id) if self._mcp is not None else None
+        toolbox = await session_toolbox(self._toolbox, servers)
+        key = cache_key(session.session_id)
+        transcript = Transcript(system, toolbox.specs(), model_transcript(entries), record, key)
         await transcript.add(ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,
@@ -176,7 +183,7 @@ class PromptService:
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(
-            transcript, llm, self._toolbox, ctx, self._limits, compactor=compactor, meter=meter
+            transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter
         )
         return TurnOutcome(stop)
 

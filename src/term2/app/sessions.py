@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from term2.app.clock import new_session_id, utc_now
 from term2.app.instructions import ProjectInstructions
+from term2.app.mcp.servers import McpSessions, Notify
 from term2.app.turn import Turn
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry, compact
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
+from term2.ports.mcp import McpServer
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 LIST_PAGE_SIZE = 50
@@ -125,10 +127,27 @@ def workspace_root(cwd: object, private: Sequence[str] = ()) -> str:
 class SessionService:
     """``private`` are term2's own data and config folders: no workspace may hold or sit in them."""
 
-    def __init__(self, store: SessionStore, registry: SessionRegistry, private: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        registry: SessionRegistry,
+        private: Sequence[str] = (),
+        mcp: McpSessions | None = None,
+    ) -> None:
         self._store = store
         self._registry = registry
         self._private = tuple(private)
+        self._mcp = mcp
+
+    async def connect_servers(self, session_id: str, servers: Sequence[McpServer], notify: Notify) -> None:
+        """Start the MCP servers the client named for an open session, replacing those it had (ADR 0023).
+
+        Returns once they are starting, not started: a slow server does not hold up the session.
+        """
+        opened = self._registry.get(session_id)
+        if opened is None or self._mcp is None:
+            return
+        await self._mcp.open(session_id, opened.session.cwd, servers, notify)
 
     async def new(self, cwd: object) -> OpenSession:
         root = workspace_root(cwd, self._private)
@@ -179,6 +198,8 @@ class SessionService:
         opened.turn.invalidate()
         opened.turn.cancel()
         settled = await opened.turn.wait_settled(CLOSE_SETTLE_TIMEOUT_S)
+        if self._mcp is not None:
+            await self._mcp.close(session_id)  # after the turn: its calls to them have ended
         opened.access.reset()
         self._registry.detach(session_id)
         closed = opened.session.with_state(SessionState.CLOSED).touched(utc_now())

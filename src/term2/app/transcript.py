@@ -39,10 +39,20 @@ class Transcript:
         self.messages = messages
         self._record = record
         self._cache_key = cache_key
-        self._fixed = estimate_tokens(system.content) + estimate_tokens(
-            json.dumps([[t.name, t.description, t.parameters] for t in tools])
-        )
+        self._fixed = self._fixed_tokens()
         self._counted: tuple[int, int] | None = None  # (provider's tokens, messages they covered)
+
+    def _fixed_tokens(self) -> int:
+        return estimate_tokens(self.system.content) + estimate_tokens(
+            json.dumps([[t.name, t.description, t.parameters] for t in self.tools])
+        )
+
+    def offer(self, tools: tuple[ToolSpec, ...]) -> None:
+        """The tools of the next request: a session's MCP tools may have changed since the last one."""
+        if tools != self.tools:
+            self.tools = tools
+            self._fixed = self._fixed_tokens()
+            self._counted = None
 
     @property
     def fixed_tokens(self) -> int:

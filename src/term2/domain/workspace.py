@@ -40,6 +40,9 @@ class Access(StrEnum):
     READ = "read"
     EDIT = "edit"
     EXECUTE = "execute"
+    # A tool of an MCP server the client named: it acts outside the workspace and the sandbox, with the
+    # user's own rights, so every call is asked, once, and no answer is remembered (ADR 0023).
+    CALL = "call"
 
 
 MAX_DEPTH = 256
@@ -76,6 +79,8 @@ class Grants:
     run_folders: frozenset[str] = field(default_factory=frozenset)
 
     def with_choice(self, choice: Choice, target: str, access: Access) -> Grants:
+        if access is Access.CALL:
+            return self  # never offered an allow-always choice; an answer that claims one grants nothing
         if choice is Choice.ALLOW_EDIT_FILE_SESSION:
             return replace(self, edit_files=self.edit_files | {target})
         if choice is Choice.ALLOW_EDIT_FOLDER_SESSION:
@@ -100,6 +105,8 @@ class Workspace:
         such an edit is a foothold like one in ``.git``.
         """
         g = self.grants
+        if access is Access.CALL:
+            return True
         if access is Access.READ:
             if any(is_within(resolved, f) for f in g.read_folders):
                 return False
@@ -118,6 +125,8 @@ class Workspace:
 
     def choices_for(self, access: Access) -> tuple[Choice, ...]:
         """The choices offered when `access` needs approval."""
+        if access is Access.CALL:
+            return (Choice.ALLOW_ONCE, Choice.REJECT)
         if access is Access.EDIT:
             return (
                 Choice.ALLOW_ONCE,

@@ -47,7 +47,7 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": True, "sse": False},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
         "authMethods": [],

@@ -12,13 +12,17 @@ are imported where they are first needed, not here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import builtins
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
 
 from term2.adapters.acp import params as p
 from term2.adapters.acp.connection import AfterReply, Handler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from term2.adapters.acp.mcp_servers import mcp_servers
 from term2.app.sessions import SessionService
 from term2.domain.session import Session
 
@@ -28,6 +32,10 @@ if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1, v2
     from term2.app.prompting import PromptService
     from term2.ports.client_files import ClientFiles
+    from term2.ports.mcp import McpServer
+
+
+_R = TypeVar("_R", bound=Mapping[str, object])
 
 
 @dataclass(frozen=True)
@@ -90,12 +98,14 @@ class SessionMethods:
             table["session/load"] = self.load
         return table
 
-    async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse:
+    async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse | AfterReply:
         args = p.parse(p.NEW_SESSION, params, "session/new")
-        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/new")
+        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/new")
+        servers = mcp_servers(args["mcpServers"], "session/new")
         opened = await self._sessions.new(args["cwd"])
         self._on_session()
-        return {"sessionId": opened.session.session_id}
+        created: v1.NewSessionResponse | v2.NewSessionResponse = {"sessionId": opened.session.session_id}
+        return await self._with_servers(opened.session.session_id, servers, created)
 
     async def list(self, params: Any) -> v1.ListSessionsResponse | v2.ListSessionsResponse:
         args = p.parse(p.LIST_SESSIONS, params, "session/list")
@@ -107,9 +117,10 @@ class SessionMethods:
             result["nextCursor"] = page.next_cursor
         return result
 
-    async def resume(self, params: Any) -> v1.ResumeSessionResponse | v2.ResumeSessionResponse:
+    async def resume(self, params: Any) -> v1.ResumeSessionResponse | v2.ResumeSessionResponse | AfterReply:
         args = p.parse(p.RESUME_SESSION, params, "session/resume")
-        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/resume")
+        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/resume")
+        servers = mcp_servers(args["mcpServers"], "session/resume")
         replay_from = args["replayFrom"] if self._version == 2 else None
         if replay_from is not None and replay_from["type"] != "start":
             raise RpcError(
@@ -120,15 +131,51 @@ class SessionMethods:
         self._on_session()
         if replay_from is not None:
             await self._replay(opened.session.session_id)
-        return {}
+        resumed: v1.ResumeSessionResponse | v2.ResumeSessionResponse = {}
+        return await self._with_servers(opened.session.session_id, servers, resumed)
 
-    async def load(self, params: Any) -> v1.LoadSessionResponse:
+    async def load(self, params: Any) -> v1.LoadSessionResponse | AfterReply:
         args = p.parse(p.RESUME_SESSION, params, "session/load")
-        _refuse_extras(args["mcpServers"], args["additionalDirectories"], "session/load")
+        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/load")
+        servers = mcp_servers(args["mcpServers"], "session/load")
         opened = await self._sessions.reopen(args["sessionId"], args["cwd"])
         self._on_session()
         await self._replay(opened.session.session_id)
-        return {}
+        loaded: v1.LoadSessionResponse = {}
+        return await self._with_servers(opened.session.session_id, servers, loaded)
+
+    def _v2_only(self, mcp: builtins.list[Any] | None) -> builtins.list[Any] | None:
+        """v2 refuses MCP servers as its page says; v1 connects them (ADR 0023)."""
+        return mcp if self._version == 2 else None
+
+    async def _with_servers(
+        self, session_id: str, servers: tuple[tuple[McpServer, ...], tuple[str, ...]], result: _R
+    ) -> _R | AfterReply:
+        """Start the session's MCP servers now (in the background), and tell the user about them only
+        once the reply is out: a notice for a session the client does not know yet would be lost."""
+        from term2.app.clock import new_id
+        from term2.ports.updates import MessageChunk
+
+        replied = anyio.Event()
+
+        async def notice(text: str) -> None:
+            await replied.wait()
+            turns = await self._turns()
+            await turns.sink.send(session_id, MessageChunk(new_id("notice"), text))
+
+        await self._sessions.connect_servers(session_id, servers[0], notice)
+        if not servers[0] and not servers[1]:
+            return result
+
+        async def then() -> None:
+            replied.set()
+            for text in servers[1]:
+                try:
+                    await notice(text)
+                except Exception:  # the client went away; nothing else to tell
+                    return
+
+        return AfterReply(result, then)
 
     async def _replay(self, session_id: str) -> None:
         from term2.app.replay import replay

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.abc
 import anyio.to_thread
 import structlog
 from dependency_injector import containers, providers
@@ -25,6 +27,7 @@ from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
 from term2.app.entrypoints.lean_imports import import_lean
+from term2.app.mcp.servers import McpLimits, McpSessions
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.domain.context_budget import ContextBudget
@@ -33,6 +36,7 @@ from term2.domain.turn import TurnLimits
 from term2.domain.usage import Prices
 from term2.ports.catalog import ModelCatalog
 from term2.ports.llm import LLMProvider, ProviderSettings
+from term2.ports.mcp import McpClient
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
@@ -87,6 +91,17 @@ def _toolbox() -> Toolbox:
     return WorkspaceToolbox()
 
 
+def _mcp_client() -> McpClient:
+    """The `mcp` SDK is imported here, when the first session that names MCP servers opens (ADR 0023)."""
+    from term2.adapters.mcp.sdk_client import SdkMcpClient
+
+    return SdkMcpClient()
+
+
+def _mcp_limits(settings: Settings) -> McpLimits:
+    return McpLimits(startup_timeout=settings.mcp_startup_timeout, call_timeout=settings.mcp_call_timeout)
+
+
 def _outputs(folder: Path) -> OutputArchive:
     from term2.adapters.store.output_files import OutputFiles
 
@@ -133,7 +148,11 @@ class Container(containers.DeclarativeContainer):
     outputs: providers.Provider[OutputArchive] = providers.Singleton(
         _outputs, folder=providers.Callable(_outputs_path, settings, env)
     )
-    sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths)
+    mcp_client: providers.Provider[McpClient] = providers.Singleton(_mcp_client)
+    mcp = providers.Singleton(
+        McpSessions, client_factory=mcp_client.provider, limits=providers.Callable(_mcp_limits, settings)
+    )
+    sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths, mcp=mcp)
     prompts: providers.Provider[PromptService] = providers.Singleton(
         _prompt_service,
         store=store,
@@ -145,6 +164,7 @@ class Container(containers.DeclarativeContainer):
         budget_factory=budget.provider,
         outputs=outputs,
         prices_factory=prices.provider,
+        mcp=mcp,
     )
 
 
@@ -188,6 +208,10 @@ class Application:
             await llm.prepare()
         except Exception:  # the first prompt reports it with its own error; a background task must not end the server
             return
+
+    async def background(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """What runs for the life of the process: the MCP servers' supervisors; cancelling it ends them."""
+        await self.container.mcp().run(task_status=task_status)
 
     async def shutdown(self) -> None:
         # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.

@@ -61,6 +61,7 @@ class _Startup:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
         try:
             self._app = await anyio.to_thread.run_sync(self._build_sessions, abandon_on_cancel=True)
+            await self._tg.start(self._app.background)  # MCP servers' supervisors, before any session exists
         except Exception as exc:
             self._failed_with(exc)
         finally:

@@ -60,6 +60,16 @@ class Invocation:
     # What the call would change, computed without changing it (blocking: run in a worker thread),
     # shown with the call before the user is asked so the editor can render a review.
     preview: Callable[[], tuple[ToolOutput, ...]] | None = None
+    remote: RemoteCall | None = None  # a call to an MCP server's tool: what the approval question names
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteCall:
+    """Which server and tool a call reaches, and with what, as the user is asked about it (ADR 0023)."""
+
+    server: str
+    tool: str
+    arguments: str  # the arguments as JSON, as the server will get them
 
 
 class Tool(Protocol):

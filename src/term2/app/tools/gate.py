@@ -41,10 +41,13 @@ DENIAL_TEXT: dict[DenialReason, str] = {
     "no_interaction": "No client can answer approval requests for this session",
 }
 
-VERBS = {Access.READ: "reading", Access.EDIT: "editing", Access.EXECUTE: "running"}
+VERBS = {Access.READ: "reading", Access.EDIT: "editing", Access.EXECUTE: "running", Access.CALL: "calling"}
+ARGUMENTS_SHOWN = 2000  # characters of an MCP call's arguments in the question; the call's raw input has them all
 
 
 def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
+    if invocation.remote is not None:
+        return f"Allow the MCP server {invocation.remote.server!r} to run its tool {invocation.remote.tool!r}?"
     if invocation.command is not None:
         return (
             f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
@@ -57,6 +60,13 @@ def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
 def approval_description(invocation: Invocation, root: str, asked: Access | None = None) -> str:
     """Why this call needs the user: the first foothold it touches, or the root it leaves."""
     target = invocation.target
+    if invocation.remote is not None:
+        remote = invocation.remote
+        shown = remote.arguments[:ARGUMENTS_SHOWN] + ("…" if len(remote.arguments) > ARGUMENTS_SHOWN else "")
+        return (
+            f"The model asks to call {remote.tool!r} on the MCP server {remote.server!r}, which your editor "
+            f"configured; it runs outside term2's sandbox with your rights. Arguments: {shown}"
+        )
     if asked is Access.READ and invocation.access is not Access.READ:
         outside = not is_within(target, root)
         why = f"it is outside the workspace root {root}" if outside else "it may hold secrets (.env)"
@@ -91,6 +101,8 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     is a read too: where reading needs approval, an edit grant alone does not let it run, or the model could
     learn a file it may not read one guessed string at a time.
     """
+    if invocation.remote is not None:
+        return Access.CALL  # whatever access it claims: an MCP call is always asked (ADR 0023)
     if workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None):
         return invocation.access
     if invocation.reads_target and workspace.needs_approval(Access.READ, invocation.target):

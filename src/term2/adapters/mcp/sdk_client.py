@@ -1,0 +1,244 @@
+"""The MCP port on the official SDK's client (`mcp`, anyio-based like term2).
+
+Why the SDK and not a client of our own: MCP's handshake, version negotiation,
+pagination, cancellation and the streamable HTTP transport are the SDK's to
+keep up with. This module only adapts it: SDK types become the port's values,
+and every SDK or transport failure becomes `McpError` here, at the boundary.
+
+Stdio servers run as the user configured them in the editor (ADR 0023), with
+three things added by term2:
+- the SDK's minimal inherited environment (PATH, HOME, USER, ...; never term2's
+  own, which holds the model provider's keys) plus the client's `env`;
+- `setpriv --pdeathsig KILL`, so that the kernel kills the server when term2
+  dies without a chance to clean up (SIGKILL, a crash): no orphan keeps running;
+- stderr to term2's stderr (the log), never stdout, which is the ACP protocol.
+The SDK starts each server in a process group of its own and, when the
+connection is left, closes its stdin, then signals the whole group.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp.types as types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from term2.ports.mcp import (
+    HttpServer,
+    McpError,
+    McpServer,
+    MediaPart,
+    RemoteResult,
+    RemoteTool,
+    ResourcePart,
+    ResultPart,
+    StdioServer,
+    TextPart,
+)
+
+log = structlog.get_logger("term2.mcp")
+
+MAX_TOOL_PAGES = 20  # a server that pages forever is cut off, not followed
+CLIENT_INFO = types.Implementation(name="term2", version="0")
+
+Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], Any]
+
+
+def _pdeathsig_wrapper() -> tuple[str, ...]:
+    found = shutil.which("setpriv")
+    if found is None:
+        log.warning("setpriv not found; an MCP server outlives term2 if term2 is killed")
+        return ()
+    return (found, "--pdeathsig", "KILL", "--")
+
+
+class SdkMcpClient:
+    def __init__(self, wrapper: tuple[str, ...] | None = None) -> None:
+        self._wrapper = _pdeathsig_wrapper() if wrapper is None else wrapper
+
+    @asynccontextmanager
+    async def connect(
+        self,
+        server: McpServer,
+        *,
+        cwd: str,
+        startup_timeout: float,
+        on_tools_changed: Callable[[], None],
+        on_closed: Callable[[], None],
+    ) -> AsyncIterator[SdkConnection]:
+        """The port's `connect`; the SDK's task groups wrap what they raise in groups, unwrapped here."""
+        try:
+            async with self._open(server, cwd, startup_timeout, on_tools_changed, on_closed) as connection:
+                yield connection
+        except BaseExceptionGroup as group:
+            raise _unwrap(group) from None
+
+    @asynccontextmanager
+    async def _open(
+        self,
+        server: McpServer,
+        cwd: str,
+        startup_timeout: float,
+        on_tools_changed: Callable[[], None],
+        on_closed: Callable[[], None],
+    ) -> AsyncIterator[SdkConnection]:
+        async def on_message(message: IncomingMessage) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                on_tools_changed()
+            elif isinstance(message, Exception):
+                log.warning("MCP transport error", server=server.name, error=str(message))
+
+        async with AsyncExitStack() as stack:
+            try:
+                read, write = await stack.enter_async_context(self._transport(server, cwd))
+            except Exception as exc:  # OSError (no such command), ValueError (NUL bytes), an SDK error
+                raise McpError("start", f"could not start: {_describe(exc)}") from None
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tg.cancel_scope.cancel)  # the relay below ends with the connection
+            relayed_send, relayed = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            tg.start_soon(_relay, read, relayed_send, on_closed)
+            session = await stack.enter_async_context(
+                ClientSession(relayed, write, message_handler=on_message, client_info=CLIENT_INFO)
+            )
+            try:
+                with anyio.fail_after(startup_timeout):
+                    await session.initialize()
+            except TimeoutError:
+                raise McpError("start", f"did not finish MCP's handshake within {startup_timeout:g} s") from None
+            except Exception as exc:
+                raise McpError("start", f"failed MCP's handshake: {_describe(exc)}") from None
+            yield SdkConnection(session)
+
+    def _transport(self, server: McpServer, cwd: str) -> Any:
+        if isinstance(server, StdioServer):
+            params = StdioServerParameters(
+                command=self._wrapper[0] if self._wrapper else server.command,
+                args=[*self._wrapper[1:], server.command, *server.args] if self._wrapper else list(server.args),
+                env=dict(server.env),
+                cwd=cwd,
+            )
+            return stdio_client(params, errlog=sys.stderr)
+        return _http(server)
+
+
+@asynccontextmanager
+async def _http(server: HttpServer) -> AsyncIterator[Any]:
+    client = create_mcp_http_client(headers=dict(server.headers))
+    async with client, streamable_http_client(server.url, http_client=client) as streams:
+        yield streams
+
+
+async def _relay(
+    read: MemoryObjectReceiveStream[SessionMessage | Exception],
+    out: Any,
+    on_closed: Callable[[], None],
+) -> None:
+    """Pass messages on, and tell when the server's side ends: a dead server is noticed now, not at the next call."""
+    try:
+        async with out:
+            async for item in read:
+                await out.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        pass
+    on_closed()
+
+
+class SdkConnection:
+    def __init__(self, session: ClientSession) -> None:
+        self._session = session
+
+    async def list_tools(self) -> tuple[RemoteTool, ...]:
+        tools: list[RemoteTool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(MAX_TOOL_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await self._session.list_tools(params=params)
+                tools.extend(
+                    RemoteTool(tool.name, tool.description or tool.title or "", dict(tool.input_schema))
+                    for tool in page.tools
+                )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:
+            raise _error(exc) from None
+        return tuple(tools)
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float) -> RemoteResult:
+        try:
+            result = await self._session.call_tool(name, dict(arguments), read_timeout_seconds=timeout)
+        except Exception as exc:
+            raise _error(exc) from None
+        if not isinstance(result, types.CallToolResult):  # an input request: term2 cannot answer one
+            raise McpError("protocol", "the server asked for input during the call, which term2 does not provide")
+        parts = tuple(_part(block) for block in result.content)
+        return RemoteResult(parts, result.structured_content, bool(result.is_error))
+
+
+def _part(block: types.ContentBlock) -> ResultPart:
+    if isinstance(block, types.TextContent):
+        return TextPart(block.text)
+    if isinstance(block, types.ImageContent):
+        return MediaPart("image", block.mime_type)
+    if isinstance(block, types.AudioContent):
+        return MediaPart("audio", block.mime_type)
+    if isinstance(block, types.ResourceLink):
+        return ResourcePart(str(block.uri), None, block.mime_type, linked=True)
+    resource = block.resource
+    text = resource.text if isinstance(resource, types.TextResourceContents) else None
+    return ResourcePart(str(resource.uri), text, resource.mime_type)
+
+
+def _error(exc: Exception) -> McpError:
+    if isinstance(exc, McpError):
+        return exc
+    if isinstance(exc, MCPError):
+        if exc.code == types.CONNECTION_CLOSED:
+            return McpError("closed", "the server closed the connection")
+        if exc.code == types.REQUEST_TIMEOUT:
+            return McpError("timeout", "the server did not answer in time")
+        return McpError("protocol", f"the server answered with error {exc.code}: {exc.message}")
+    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)):
+        return McpError("closed", "the server closed the connection")
+    return McpError("protocol", _describe(exc))
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one failure a group stands for: an McpError first, else its only member; cancellation stays a group."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, BaseExceptionGroup):
+            pending.extend(item.exceptions)
+        else:
+            leaves.append(item)
+    cancelled = anyio.get_cancelled_exc_class()
+    if all(isinstance(leaf, cancelled) for leaf in leaves):
+        return group
+    for leaf in leaves:
+        if isinstance(leaf, McpError):
+            return leaf
+    real = [leaf for leaf in leaves if not isinstance(leaf, cancelled)]
+    return real[0] if len(real) == 1 else McpError("protocol", _describe(group))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, MCPError):
+        return exc.message
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,43 @@
+"""What the model reads of an MCP tool's result.
+
+The model gets text: the tool's text parts as they are, embedded text
+resources with their URI, links and blobs named, and images or audio as a
+placeholder (term2 does not send media to the model yet). Structured content
+is added as JSON only when the tool gave no text, since MCP asks tools that
+return structured content to repeat it as text and it would otherwise be paid
+for twice. The agent loop then bounds the whole and archives it like any tool
+output (`app/results.py`); `MAX_RENDERED` only keeps a hostile server from
+making term2 hold an unbounded string before that.
+"""
+
+from __future__ import annotations
+
+import json
+
+from term2.domain.truncation import keep_ends
+from term2.ports.mcp import MediaPart, RemoteResult, ResultPart, TextPart
+
+MAX_RENDERED = 10_000_000  # characters kept of one result before the ordinary bound applies
+
+
+def _render_part(part: ResultPart) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, MediaPart):
+        return f"[{part.kind} ({part.mime_type}) returned by the tool; term2 does not show {part.kind} to the model]"
+    mime = f", {part.mime_type}" if part.mime_type else ""
+    if part.linked:
+        return f"[resource link: {part.uri}{mime}]"
+    if part.text is None:
+        return f"[binary resource {part.uri}{mime}; not shown]"
+    return f"[resource {part.uri}{mime}]\n{part.text}"
+
+
+def render_result(result: RemoteResult) -> str:
+    pieces = [_render_part(part) for part in result.parts]
+    if result.structured is not None and not any(isinstance(part, TextPart) for part in result.parts):
+        pieces.append(json.dumps(result.structured, ensure_ascii=False, default=str))
+    text = "\n".join(pieces) if pieces else "(the tool returned no content)"
+    if result.is_error:
+        text = f"Error: the tool reported a failure:\n{text}"
+    return keep_ends(text, MAX_RENDERED, "\n[... {cut} characters cut ...]\n")
