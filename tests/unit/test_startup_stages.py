@@ -63,7 +63,7 @@ class _Prompts:
     def cancel(self, session_id: str) -> None:
         self.calls.append(("cancel", session_id))
 
-    async def run(self, opened: str, *_: Any) -> _Outcome:
+    async def run(self, opened: str, *_: Any, **__: Any) -> _Outcome:
         cancelled = ("cancel", opened) in self.calls
         return _Outcome(StopReason.CANCELLED if cancelled else StopReason.END_TURN)
 
