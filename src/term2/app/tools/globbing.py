@@ -1,15 +1,21 @@
-"""Translate a glob pattern into a regular expression over relative paths.
+"""The path globs of `glob` and grep's `include`, read the way `rg -g` reads them.
 
-Python 3.11's pathlib glob follows symlinked directories with `*/` and
-accepts `..` in patterns, either of which could lead a listing out of the
-approved folder; matching our own walk against a regex avoids both.
-Supported: `*` and `?` within one path segment, `[...]` classes, and `**`
-as a whole segment for any number of directories.
+A glob without a `/` matches a file's name at any depth (`*.py`); one with a
+`/` (a leading one too: `/*.py`) matches the whole path below the folder
+searched (`packages/**/*.js`).
+ripgrep's own `-g` would do both, but it also overrides the ignore rules (an
+ignored `keep.log` comes back for `-g '*.log'`), so it is not used: the name
+part goes to rg as a file type, which rg applies after the ignore rules, and
+a glob with a `/` is also matched here, as a regular expression, against the
+paths rg returns. Supported in that part: `*` and `?` within one segment,
+`[...]` classes, and `**` as a whole segment for any number of folders.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
 
 from term2.app.tools.args import ArgumentError
 
@@ -17,10 +23,6 @@ from term2.app.tools.args import ArgumentError
 def check_pattern(pattern: str) -> str:
     if not pattern:
         raise ArgumentError("pattern must not be empty")
-    if pattern.startswith("/"):
-        raise ArgumentError(
-            "pattern must be relative; pass the folder to search as 'path'"
-        )
     if ".." in pattern.split("/"):
         raise ArgumentError(
             "pattern must not contain '..'; pass the folder to search as 'path'"
@@ -28,6 +30,7 @@ def check_pattern(pattern: str) -> str:
     return pattern
 
 
+@functools.lru_cache(maxsize=64)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     segments = [s for s in check_pattern(pattern).split("/") if s not in ("", ".")]
     parts: list[str] = []
@@ -65,3 +68,34 @@ def _segment(segment: str) -> str:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Include:
+    """A path glob that rg narrows by file name and that `matches` checks on the whole path."""
+
+    pattern: str
+    anchored: bool = False  # it holds a `/` (a leading one too): the whole path must match
+
+    @staticmethod
+    def parse(pattern: str) -> Include:
+        body = check_pattern(pattern).rstrip("/")
+        return Include(body.lstrip("/"), "/" in body)
+
+    def rg_args(self) -> list[str]:
+        name = self.pattern.rsplit("/", 1)[-1]
+        if not name or "**" in name or name.startswith("include:"):
+            return []
+        return ["--type-add", f"include:{name}", "--type", "include"]
+
+    def matches(self, rel: str) -> bool:
+        """Whether `rel`, a path below the folder searched, is one the glob names."""
+        if not self.anchored:
+            return True  # a name glob: rg's file type already decided
+        return glob_regex(self.pattern).fullmatch(rel) is not None
+
+    def matches_alone(self, rel: str) -> bool:
+        """`matches` without rg's help, for a walk that could not take the glob as a type."""
+        if self.anchored:
+            return self.matches(rel)
+        return glob_regex(self.pattern).fullmatch(rel.rsplit("/", 1)[-1]) is not None

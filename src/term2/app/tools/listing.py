@@ -1,7 +1,11 @@
-"""list_dir and glob: let the model see what is in the workspace.
+"""list_dir and glob: let the model see what is in the workspace, and what git ignores.
 
-Both skip `.git` and cap the number of entries, announcing the cap, since a
-model that receives 50 000 paths learns nothing and pays for all of them.
+glob lists the files rg's walk returns (ripgrep.py, ADR 0026), so it sees the
+repository as git does; list_dir lists one folder itself and marks what git
+ignores, asking the same walk which entries hold anything it would search.
+Both skip `.git`, show names that are not UTF-8 escaped (names.py), and cap
+the number of entries, announcing the cap, since a model that receives
+50 000 paths learns nothing and pays for all of them.
 """
 
 from __future__ import annotations
@@ -12,19 +16,27 @@ from functools import partial
 
 import anyio.to_thread
 
-from term2.app.tools.anchored import open_folder
-from term2.app.tools.args import Arguments, optional_str, required_str
+from term2.app.tools import ripgrep
+from term2.app.tools.anchored import FOLDER_READ, open_folder
+from term2.app.tools.args import Arguments, optional_bool, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
-from term2.app.tools.globbing import check_pattern, glob_regex
+from term2.app.tools.failure import ToolFailed
+from term2.app.tools.globbing import Include
+from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, resolve
-from term2.app.tools.walk import ALWAYS_SKIPPED, walk
+from term2.app.tools.rg_output import PathReader, relative
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
+ALWAYS_SKIPPED = frozenset({".git"})
+MARK_TIME_LIMIT = 10.0
 ENTRY_LIMIT = 1000
-SCAN_LIMIT = 200_000
+NAMES_NOTE = (
+    "A name that is not UTF-8, or holds a backslash or control character, is shown with '\\\\' for a "
+    "backslash and '\\xNN' for each such byte; pass it back exactly as shown."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +49,10 @@ class ListDir:
         return ToolSpec(
             name=self.name,
             description=(
-                "List the entries of one folder (not recursive). Folders end with '/', symlinks "
-                f"show their target. '.git' is omitted. At most {self.limit} entries."
+                "List the entries of one folder (not recursive), sorted by name. Folders end with '/', "
+                "symlinks show their target. Entries git ignores (.gitignore files, .git/info/exclude, "
+                "global excludes) are marked '[ignored]' (a folder: nothing in it is searched); grep and "
+                f"glob skip them unless asked. '.git' is omitted. {NAMES_NOTE} At most {self.limit} entries."
             ),
             parameters={
                 "type": "object",
@@ -53,45 +67,101 @@ class ListDir:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, optional_str(args, "path") or ".")
+        path = resolve(root, unshown(optional_str(args, "path") or "."))
         return Invocation(
-            title=f"List {path}",
+            title=f"List {shown(path)}",
             access=Access.READ,
             target=path,
             grant_folder=path,
-            locations=(Location(path),),
+            locations=(Location(shown(path)),),
             run=partial(self._run, path, root),
         )
 
     async def _run(self, path: str, root: str, ctx: ToolContext, call_id: str) -> Outcome:
-        text = await anyio.to_thread.run_sync(
-            partial(list_entries, path, root, self.limit), abandon_on_cancel=True
-        )
-        return Outcome.text_only(text)
+        return Outcome.text_only(await list_entries(path, root, self.limit))
 
 
-def list_entries(path: str, root: str, limit: int) -> str:
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str  # surrogateescape str: shown() before it leaves this module
+    kind: str  # "folder", "file", "link" or "special"
+    target: str = ""  # a link's target
+    empty: bool = False  # a folder with nothing in it (git shows no such folder, but ignores none either)
+
+
+def _scan(path: str, root: str) -> list[Entry]:
     fd = open_folder(path, root, readable=True)
     try:
         with os.scandir(fd) as scan:
-            entries = sorted(
-                (e for e in scan if e.name not in ALWAYS_SKIPPED), key=lambda e: e.name
-            )
-        if not entries:
-            return f"{path} is empty\n"
-        lines: list[str] = []
-        for entry in entries[:limit]:
+            found = sorted((e for e in scan if e.name not in ALWAYS_SKIPPED), key=lambda e: os.fsencode(e.name))
+        entries: list[Entry] = []
+        for entry in found:
             if entry.is_symlink():
-                lines.append(f"{entry.name} -> {os.readlink(entry.name, dir_fd=fd)}")
+                entries.append(Entry(entry.name, "link", os.readlink(entry.name, dir_fd=fd)))
             elif entry.is_dir(follow_symlinks=False):
-                lines.append(entry.name + "/")
+                entries.append(Entry(entry.name, "folder", empty=_is_empty(fd, entry.name)))
+            elif entry.is_file(follow_symlinks=False):
+                entries.append(Entry(entry.name, "file"))
             else:
-                lines.append(entry.name)
+                entries.append(Entry(entry.name, "special"))
+        return entries
     finally:
         os.close(fd)
+
+
+def _is_empty(fd: int, name: str) -> bool:
+    try:
+        child = os.open(name, FOLDER_READ, dir_fd=fd)
+    except OSError:
+        return False
+    try:
+        with os.scandir(child) as scan:
+            return next(iter(scan), None) is None
+    finally:
+        os.close(child)
+
+
+async def list_entries(path: str, root: str, limit: int) -> str:
+    entries = await anyio.to_thread.run_sync(partial(_scan, path, root), abandon_on_cancel=True)
+    if not entries:
+        return f"{shown(path)} is empty\n"
+    wanted = {os.fsencode(e.name) for e in entries if e.kind == "file" or (e.kind == "folder" and not e.empty)}
+    seen, complete = await _searched_names(path, root, wanted)
+    lines: list[str] = []
+    for entry in entries[:limit]:
+        name = shown(entry.name)
+        ignored = complete and os.fsencode(entry.name) in wanted - seen
+        mark = " [ignored]" if ignored else ""
+        if entry.kind == "link":
+            lines.append(f"{name} -> {shown(entry.target)}")
+        elif entry.kind == "folder":
+            lines.append(f"{name}/{mark}")
+        else:
+            lines.append(f"{name}{mark}")
     if len(entries) > limit:
         lines.append(f"[truncated: showing {limit} of {len(entries)} entries]")
+    if not complete:
+        lines.append("[ignored entries are not marked: the walk that finds them did not finish in time]")
     return "\n".join(lines) + "\n"
+
+
+async def _searched_names(path: str, root: str, wanted: set[bytes]) -> tuple[set[bytes], bool]:
+    """Which of the folder's entries rg's walk shows a file in; stops once it has seen them all."""
+    seen: set[bytes] = set()
+    pending = bytearray()
+
+    def feed(chunk: bytes) -> bool:
+        pending.extend(chunk)
+        *complete, rest = bytes(pending).split(b"\0")
+        pending[:] = rest
+        for found in complete:
+            seen.add(relative(found).split(b"/", 1)[0])
+        return not wanted <= seen
+
+    if not wanted:
+        return seen, True
+    finished = await ripgrep.run(["--files", *ripgrep.BASE_ARGS], path, root, feed, time_limit=MARK_TIME_LIMIT)
+    return seen, finished.stopped is None or finished.stopped == "enough"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,21 +174,27 @@ class Glob:
         return ToolSpec(
             name=self.name,
             description=(
-                "Find files and folders whose path (relative to 'path') matches a glob pattern. "
-                "'*' and '?' stay within one path segment, '**' spans folders: use '**/*.py' to "
-                f"search recursively. '.git' is skipped; symlinked folders are not entered. At most "
-                f"{self.limit} results, sorted by path."
+                "Find files by a glob, as `rg -g` reads it: '*.py' matches a name at any depth, "
+                "'src/**/*.py' a path below 'path' ('*' and '?' stay within one folder, '**' spans "
+                "folders). Like git, skips .git and what .gitignore files, .git/info/exclude and the "
+                "global excludes ignore, unless 'include_ignored' is true or 'path' is inside an ignored "
+                "folder; symlinks are not followed. Files only (list_dir shows folders). "
+                f"{NAMES_NOTE} At most {self.limit} results, in path order (folder by folder, names in byte order)."
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "pattern": {
                         "type": "string",
-                        "description": "Glob pattern, e.g. 'src/**/*.py'.",
+                        "description": "Glob pattern, e.g. '**/*.py' or 'packages/**/package.json'.",
                     },
                     "path": {
                         "type": "string",
                         "description": "Folder to search; defaults to the workspace root.",
+                    },
+                    "include_ignored": {
+                        "type": "boolean",
+                        "description": "Also list what git ignores (node_modules, build output, ...).",
                     },
                 },
                 "required": ["pattern"],
@@ -127,46 +203,43 @@ class Glob:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        pattern = check_pattern(required_str(args, "pattern"))
-        path = resolve(root, optional_str(args, "path") or ".")
+        include = Include.parse(required_str(args, "pattern"))
+        path = resolve(root, unshown(optional_str(args, "path") or "."))
+        ignored = optional_bool(args, "include_ignored")
         return Invocation(
-            title=f"Find {pattern} in {path}",
+            title=f"Find {include.pattern} in {shown(path)}",
             access=Access.READ,
             target=path,
             grant_folder=path,
-            locations=(Location(path),),
-            run=partial(self._run, path, pattern, root),
+            locations=(Location(shown(path)),),
+            run=partial(self._run, path, include, root, ignored),
         )
 
     async def _run(
-        self, path: str, pattern: str, root: str, ctx: ToolContext, call_id: str
+        self, path: str, include: Include, root: str, ignored: bool, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        text = await anyio.to_thread.run_sync(
-            partial(glob_paths, path, pattern, root, self.limit), abandon_on_cancel=True
+        return Outcome.text_only(await glob_paths(path, include, root, self.limit, include_ignored=ignored))
+
+
+async def glob_paths(top: str, include: Include, root: str, limit: int, *, include_ignored: bool = False) -> str:
+    if not os.path.isdir(top):
+        raise ToolFailed(f"{shown(top)} is not a folder; glob searches folders")
+    args = ["--files", *ripgrep.BASE_ARGS, "--sort", "path", *include.rg_args()]
+    if include_ignored:
+        args.append("--no-ignore")
+    reader = PathReader(limit, lambda path: include.matches(os.fsdecode(relative(path))))
+    finished = await ripgrep.run(args, top, root, reader.feed)
+    failure = finished.failure()
+    if failure is not None and not reader.paths:
+        raise ToolFailed(f"glob failed: {failure}")
+    lines = [shown(display(os.path.join(top, os.fsdecode(relative(p))), root)) for p in reader.paths]
+    if not lines:
+        return f"No files match {include.pattern} under {shown(display(top, root))}\n"
+    if reader.more:
+        lines.append(
+            f"[truncated: the first {limit} files in path order; files after {lines[-1]} were left out: "
+            "narrow the pattern or path]"
         )
-        return Outcome.text_only(text)
-
-
-def glob_paths(top: str, pattern: str, root: str, limit: int) -> str:
-    regex = glob_regex(pattern)
-    found: list[str] = []
-    more = False
-    for scanned, entry in enumerate(walk(top, root), start=1):
-        if scanned > SCAN_LIMIT:
-            more = True
-            break
-        if regex.fullmatch(os.path.relpath(entry.path, top)):
-            if len(found) == limit:
-                more = True
-                break
-            found.append(display(entry.path, root) + ("/" if entry.kind == "folder" else ""))
-    if not found:
-        return f"No paths match {pattern} under {top}\n"
-    found.sort()
-    lines = found
-    if more:
-        lines = [
-            *found,
-            f"[truncated: stopped after {len(found)} results; narrow the pattern or path]",
-        ]
+    elif finished.stopped is not None and finished.stopped != "enough":
+        lines.append(f"[walk {finished.stopped}: files after the last one shown were not listed]")
     return "\n".join(lines) + "\n"

@@ -1,54 +1,51 @@
-"""grep: find lines matching a Python regular expression under a folder.
+"""grep: find lines matching a regular expression, in the files git would show.
 
-Matches are reported as `path:line:text` (paths relative to the workspace
-root when inside it) so that the model can jump straight to read_file with
-an offset. `.git`, binary files, special files (FIFOs, sockets, devices),
-very large files and paths ignored by the root `.gitignore` (see walk.py for
-the limits of that support) are skipped; so are secret files (`.env`), which
-the folder's approval does not cover. The number of matches is capped and
-every cap or skip is announced.
+ripgrep does the walk and the matching (ripgrep.py, ADR 0026), so the model
+sees what git tracks or could track: every ignore file from the repository's
+top down applies, `.git` is never searched, binary files and special files
+(FIFOs, sockets, devices) are skipped, and large text files are searched as
+they stream. Matches come as `path:line:text` in path order, the line
+numbered as read_file numbers it (only `\\n` ends a line) and cut around the
+match when long. Secret files (`.env`, `.env.*`) met in the walk are not
+searched unless a read grant covers their folder, and the result says how
+many were skipped (a count of files met, never of files that matched: that
+would tell the model what a secret holds).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
-import stat
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import partial
 
-import anyio.to_thread
+import anyio
 
-from term2.app.tools.anchored import lstat_in, open_in, open_parent, read_upto
-from term2.app.tools.args import (
-    ArgumentError,
-    Arguments,
-    optional_bool,
-    optional_str,
-    required_str,
-)
+from term2.app.tools import ripgrep
+from term2.app.tools.args import Arguments, optional_bool, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
-from term2.app.tools.files import looks_binary
+from term2.app.tools.globbing import Include
+from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, folder_of, resolve
-from term2.app.tools.walk import IgnoreRules, walk
+from term2.app.tools.rg_output import MatchReader, PathReader, relative
+from term2.domain.footholds import is_secret_name
 from term2.domain.history import Location, ToolKind
-from term2.domain.truncation import keep_head
-from term2.domain.workspace import Access, is_secret_file, is_within
+from term2.domain.workspace import Access, is_within
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 MATCH_LIMIT = 200
-LINE_LIMIT = 300
-FILE_SIZE_LIMIT = 4 * 1024 * 1024
+SECRET_COUNT_LIMIT = 10_000
+ORDER = "path order (folder by folder, names in byte order)"
 
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
-    regex: re.Pattern[str]
-    include: str | None  # fnmatch on the file name
+    pattern: str
+    ignore_case: bool = False
+    include: Include | None = None
+    include_ignored: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,29 +58,32 @@ class Grep:
         return ToolSpec(
             name=self.name,
             description=(
-                "Search file contents with a Python regular expression, line by line. Prints "
-                "'path:line:text'. Searches the workspace root unless 'path' names a folder or "
-                "file. Skips .git, binary files and paths in the root .gitignore. "
-                f"At most {self.limit} matches."
+                "Search file contents with a regular expression (ripgrep's syntax; look-around and "
+                "back-references work too), line by line. Prints 'path:line:text' in path order; the "
+                "line number is the one read_file uses, and a long line is cut around the match. "
+                "Searches the workspace root unless 'path' names a folder or file. Like git, skips "
+                ".git and whatever the repository's .gitignore files, .git/info/exclude and the global "
+                "excludes ignore, unless 'include_ignored' is true or 'path' is inside an ignored folder; "
+                "skips binary files and .env files. A name that is not UTF-8, or holds a backslash or "
+                "control character, is shown with '\\\\' for a backslash and '\\xNN' for each such byte; "
+                f"pass it back exactly as shown. At most {self.limit} matches."
             ),
             parameters={
                 "type": "object",
                 "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Python regular expression.",
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Folder or file to search.",
-                    },
+                    "pattern": {"type": "string", "description": "Regular expression."},
+                    "path": {"type": "string", "description": "Folder or file to search."},
                     "include": {
                         "type": "string",
-                        "description": "Only files whose name matches this glob, e.g. '*.py'.",
+                        "description": (
+                            "Only files matching this glob, as `rg -g` reads it: '*.py' (a name, at any "
+                            "depth) or 'packages/**/*.js' (a path below 'path')."
+                        ),
                     },
-                    "ignore_case": {
+                    "ignore_case": {"type": "boolean", "description": "Match case-insensitively."},
+                    "include_ignored": {
                         "type": "boolean",
-                        "description": "Match case-insensitively.",
+                        "description": "Also search what git ignores (node_modules, build output, ...).",
                     },
                 },
                 "required": ["pattern"],
@@ -93,120 +93,118 @@ class Grep:
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
         pattern = required_str(args, "pattern")
-        flags = re.IGNORECASE if optional_bool(args, "ignore_case") else 0
-        try:
-            regex = re.compile(pattern, flags)
-        except re.error as err:
-            raise ArgumentError(f"invalid regular expression: {err}") from None
-        query = SearchQuery(regex, optional_str(args, "include"))
-        path = resolve(root, optional_str(args, "path") or ".")
+        include = optional_str(args, "include")
+        query = SearchQuery(
+            pattern,
+            optional_bool(args, "ignore_case"),
+            Include.parse(include) if include else None,
+            optional_bool(args, "include_ignored"),
+        )
+        path = resolve(root, unshown(optional_str(args, "path") or "."))
         return Invocation(
-            title=f"Search {pattern!r} in {path}",
+            title=f"Search {pattern!r} in {shown(path)}",
             access=Access.READ,
             target=path,
             grant_folder=folder_of(path),
-            locations=(Location(path),),
+            locations=(Location(shown(path)),),
             run=partial(self._run, path, query, root),
         )
 
     async def _run(
         self, path: str, query: SearchQuery, root: str, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        opened = ctx.access.workspace.grants.read_folders
-        text = await anyio.to_thread.run_sync(
-            partial(grep, path, query, root, self.limit, opened), abandon_on_cancel=True
-        )
+        text = await grep(path, query, root, self.limit, ctx.access.workspace.grants.read_folders)
         return Outcome.text_only(text)
 
 
-@dataclass(slots=True)
-class Skipped:
-    """What a search did not read, announced in its result."""
-
-    unreadable: int = 0  # binary, special, too large, or swapped while open
-    secrets: int = 0
-
-    def notes(self) -> list[str]:
-        notes: list[str] = []
-        if self.unreadable:
-            notes.append(f"[{self.unreadable} binary, unreadable or large files skipped]")
-        if self.secrets:
-            notes.append(
-                f"[{self.secrets} secret files (.env) skipped; read_file asks before reading them]"
-            )
-        return notes
-
-
-def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Collection[str] = ()) -> str:
-    """Search `top`, a file that was judged on its own or a folder walked without secrets.
-
-    A secret file met in the walk is read only inside a folder the user
-    granted reads for (`opened`): the folder's approval did not cover it.
-    """
-    lines: list[str] = []
-    skipped = Skipped()
-    for shown, matches in _matches(top, query, root, opened, skipped):
-        for line_no, text in matches:
-            if len(lines) == limit:
-                lines.append(
-                    f"[truncated: more than {limit} matches; narrow the pattern or path]"
-                )
-                return "\n".join([*lines, *skipped.notes()]) + "\n"
-            lines.append(f"{shown}:{line_no}:{keep_head(text, LINE_LIMIT, ' [line cut]')}")
+async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Collection[str] = ()) -> str:
+    """Search `top`, a file judged on its own or a folder whose secrets only a grant opens."""
+    if not os.path.lexists(top):
+        raise FileNotFoundError(f"not found: {top}")
+    folder = os.path.isdir(top)
+    grants = [g for g in opened if is_within(g, top) or is_within(top, g)] if folder else []
+    args = [
+        *ripgrep.BASE_ARGS, "--line-number", "--column", "--no-heading", "--with-filename",
+        "--sort", "path", "--engine", "auto", *ripgrep.SECRET_TYPE, "-e", query.pattern,
+    ]  # fmt: skip
+    if query.ignore_case:
+        args.append("--ignore-case")
+    if query.include_ignored:
+        args.append("--no-ignore")
+    if query.include is not None:
+        args += query.include.rg_args()
+    if folder and not grants:
+        args += ["--type-not", "secret"]
+    reader = MatchReader(limit, partial(_searched, top, query.include, grants if folder else None))
+    ripgrep.check_top(top, root)  # a swapped top fails here, plainly, before anything runs
+    secrets: list[int] = []
+    if folder:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_count_secrets, top, root, query, grants, secrets)
+            finished = await _search_or_none(args, top, root, reader)
+    else:
+        finished = await _search_or_none(args, top, root, reader)
+    if finished is None:
+        raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {reader.error}")
+    failure = finished.failure()
+    if failure is not None and not reader.matches:
+        raise ToolFailed(f"invalid regular expression or search: {failure}")
+    lines = [f"{_shown_path(top, m.path, root)}:{m.line}:{m.text}" for m in reader.matches]
     if not lines:
-        lines.append(f"No matches for {query.regex.pattern!r} under {top}")
-    return "\n".join([*lines, *skipped.notes()]) + "\n"
+        lines.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
+    if reader.more:
+        last = reader.matches[-1]
+        lines.append(
+            f"[truncated: the first {limit} matches in {ORDER}; matches after "
+            f"{_shown_path(top, last.path, root)}:{last.line} were left out: narrow the pattern, path or include]"
+        )
+    elif finished.stopped is not None and finished.stopped != "enough":
+        lines.append(f"[search {finished.stopped}: files after the last match shown were not searched]")
+    if secrets and secrets[0]:
+        lines.append(f"[{secrets[0]} secret files (.env) skipped; read_file asks before reading them]")
+    return "\n".join(lines) + "\n"
 
 
-def _matches(
-    top: str, query: SearchQuery, root: str, opened: Collection[str], skipped: Skipped
-) -> Iterator[tuple[str, list[tuple[int, str]]]]:
-    folder_fd, name = open_parent(top, root)
+async def _search_or_none(args: list[str], top: str, root: str, reader: MatchReader) -> ripgrep.Finished | None:
+    """The search, its error kept on the reader rather than raised through the task group."""
     try:
-        if not stat.S_ISDIR(lstat_in(folder_fd, name, top).st_mode):
-            matches = _search(open_in(folder_fd, name, top), query.regex)
-            if matches is None:
-                skipped.unreadable += 1
-            else:
-                yield display(top, root), matches
-            return
-    finally:
-        os.close(folder_fd)
-    for found in walk(top, root, IgnoreRules.load(root)):
-        if found.kind == "folder" or found.kind == "link":
-            continue
-        if query.include and not fnmatch.fnmatchcase(found.name, query.include):
-            continue
-        if is_secret_file(found.path) and not any(is_within(found.path, f) for f in opened):
-            skipped.secrets += 1
-            continue
-        try:
-            fd = open_in(found.folder_fd, found.name, found.path)
-        except (OSError, ToolFailed):
-            skipped.unreadable += 1
-            continue
-        matches = _search(fd, query.regex)
-        if matches is None:
-            skipped.unreadable += 1
-        else:
-            yield display(found.path, root), matches
+        return await ripgrep.run(args, top, root, reader.feed)
+    except (OSError, ToolFailed) as err:
+        reader.error = str(err)
+        return None
 
 
-def _search(fd: int, regex: re.Pattern[str]) -> list[tuple[int, str]] | None:
-    """Matching (line number, text) pairs in the open file, or None when it is skipped; closes `fd`."""
+def _searched(top: str, include: Include | None, grants: list[str] | None, path: bytes) -> bool:
+    """Whether a path rg matched counts: within the include glob, and no secret outside a grant."""
+    rel = os.fsdecode(relative(path))
+    if include is not None and not include.matches(rel):
+        return False
+    if grants and is_secret_name(os.path.basename(rel)):
+        return any(is_within(os.path.join(top, rel), g) for g in grants)
+    return True
+
+
+async def _count_secrets(top: str, root: str, query: SearchQuery, grants: list[str], into: list[int]) -> None:
+    """How many secret files the walk meets outside a grant, whatever they hold."""
+    args = ["--files", *ripgrep.BASE_ARGS, *ripgrep.SECRET_TYPE, "--type", "secret"]
+    if query.include_ignored:
+        args.append("--no-ignore")
+
+    def outside_grants(path: bytes) -> bool:
+        rel = os.fsdecode(relative(path))
+        if query.include is not None and not query.include.matches_alone(rel):
+            return False
+        return not any(is_within(os.path.join(top, rel), g) for g in grants)
+
+    reader = PathReader(SECRET_COUNT_LIMIT, outside_grants)
     try:
-        if os.fstat(fd).st_size > FILE_SIZE_LIMIT:
-            return None
-        data = read_upto(fd, FILE_SIZE_LIMIT + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > FILE_SIZE_LIMIT or looks_binary(data):
-        return None
-    text = data.decode("utf-8", errors="replace")
-    return [
-        (n, line)
-        for n, line in enumerate(text.splitlines(), start=1)
-        if regex.search(line)
-    ]
+        await ripgrep.run(args, top, root, reader.feed)
+    except (OSError, ToolFailed):
+        return  # the search itself fails the same way and says why
+    into.append(len(reader.paths))
+
+
+def _shown_path(top: str, path: bytes, root: str) -> str:
+    """A path rg printed (relative to the folder it searched, or the file's name) as the model sees it."""
+    base = top if os.path.isdir(top) else os.path.dirname(top)
+    return shown(display(os.path.join(base, os.fsdecode(relative(path))), root))

