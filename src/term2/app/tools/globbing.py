@@ -24,9 +24,7 @@ def check_pattern(pattern: str) -> str:
     if not pattern:
         raise ArgumentError("pattern must not be empty")
     if ".." in pattern.split("/"):
-        raise ArgumentError(
-            "pattern must not contain '..'; pass the folder to search as 'path'"
-        )
+        raise ArgumentError("pattern must not contain '..'; pass the folder to search as 'path'")
     return pattern
 
 
@@ -53,9 +51,7 @@ def _segment(segment: str) -> str:
         elif char == "?":
             out.append("[^/]")
         elif char == "[":
-            end = segment.find(
-                "]", i + 2 if segment[i + 1 : i + 2] in ("!", "^") else i + 1
-            )
+            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "^") else i + 1)
             if end == -1:
                 out.append(re.escape(char))
             else:

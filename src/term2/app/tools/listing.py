@@ -24,7 +24,7 @@ from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
 from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, resolve
-from term2.app.tools.rg_output import PathReader, relative
+from term2.app.tools.rg_output import PathReader
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
@@ -149,18 +149,19 @@ async def _searched_names(path: str, root: str, wanted: set[bytes]) -> tuple[set
     """Which of the folder's entries rg's walk shows a file in; stops once it has seen them all."""
     seen: set[bytes] = set()
     pending = bytearray()
+    place = ripgrep.Place.of(path, root)
 
     def feed(chunk: bytes) -> bool:
         pending.extend(chunk)
         *complete, rest = bytes(pending).split(b"\0")
         pending[:] = rest
         for found in complete:
-            seen.add(relative(found).split(b"/", 1)[0])
+            seen.add(place.below_top(found).split(b"/", 1)[0])
         return not wanted <= seen
 
     if not wanted:
         return seen, True
-    finished = await ripgrep.run(["--files", *ripgrep.BASE_ARGS], path, root, feed, time_limit=MARK_TIME_LIMIT)
+    finished = await ripgrep.run(["--files", *ripgrep.BASE_ARGS], place, root, feed, time_limit=MARK_TIME_LIMIT)
     return seen, finished.stopped is None or finished.stopped == "enough"
 
 
@@ -227,12 +228,13 @@ async def glob_paths(top: str, include: Include, root: str, limit: int, *, inclu
     args = ["--files", *ripgrep.BASE_ARGS, "--sort", "path", *include.rg_args()]
     if include_ignored:
         args.append("--no-ignore")
-    reader = PathReader(limit, lambda path: include.matches(os.fsdecode(relative(path))))
-    finished = await ripgrep.run(args, top, root, reader.feed)
+    place = ripgrep.Place.of(top, root)
+    reader = PathReader(limit, lambda path: include.matches(os.fsdecode(place.below_top(path))))
+    finished = await ripgrep.run(args, place, root, reader.feed)
     failure = finished.failure()
     if failure is not None and not reader.paths:
         raise ToolFailed(f"glob failed: {failure}")
-    lines = [shown(display(os.path.join(top, os.fsdecode(relative(p))), root)) for p in reader.paths]
+    lines = [shown(display(os.path.join(top, os.fsdecode(place.below_top(p))), root)) for p in reader.paths]
     if not lines:
         return f"No files match {include.pattern} under {shown(display(top, root))}\n"
     if reader.more:

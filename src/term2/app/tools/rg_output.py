@@ -136,8 +136,3 @@ class PathReader:
                 return False
             self.paths.append(path)
         return True
-
-
-def relative(path: bytes) -> bytes:
-    """rg's `./a/b` (it searched `.`) as `a/b`."""
-    return path[2:] if path.startswith(b"./") else path

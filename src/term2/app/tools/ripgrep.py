@@ -99,8 +99,40 @@ async def global_excludes(env: Mapping[str, str] | None = None) -> str | None:
     return os.path.join(xdg, "git", "ignore") if xdg else None
 
 
-def view_args(top: str, root: str, rg: str, excludes: str | None) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where rg starts (`cwd`) and what it is given (`target`) to search `top`.
+
+    rg runs from the repository's top with `top` as a relative path, not from
+    `top` itself: rg anchors the global excludes file's `/patterns` at its
+    working folder, git at the repository's top. `top` stays an explicit
+    path, so an ignored folder the model names is searched all the same.
+    """
+
+    top: str
+    cwd: str
+    target: str
+
+    @staticmethod
+    def of(top: str, root: str) -> Place:
+        repo = repository_top(root if is_within(top, root) else top)
+        folder = top if os.path.isdir(top) else os.path.dirname(top)
+        cwd = repo if repo is not None and is_within(folder, repo) else folder
+        return Place(top, cwd, os.path.relpath(top, cwd))
+
+    def below_top(self, printed: bytes) -> bytes:
+        """A path rg printed, relative to `top` (a file's own name when `top` is the file)."""
+        if self.target == ".":
+            return printed[2:] if printed.startswith(b"./") else printed
+        target = os.fsencode(self.target)
+        if printed == target:
+            return os.fsencode(os.path.basename(self.top))
+        return printed[len(target) + 1 :] if printed.startswith(target + b"/") else printed
+
+
+def view_args(place: Place, root: str, rg: str, excludes: str | None) -> list[str]:
     """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
+    top = place.top
     scope = root if is_within(top, root) else top
     args = [
         BWRAP, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -123,7 +155,7 @@ def view_args(top: str, root: str, rg: str, excludes: str | None) -> list[str]:
             _bind_file(args, git)
     if excludes is not None:
         args += ["--ro-bind-try", excludes, os.path.join(CONFIG_IN_VIEW, "git", "ignore")]
-    args += ["--ro-bind", scope, scope, "--chdir", top if os.path.isdir(top) else os.path.dirname(top)]
+    args += ["--ro-bind", scope, scope, "--chdir", place.cwd]
     return args
 
 
@@ -167,26 +199,25 @@ class Finished:
 
 async def run(
     rg_args: Sequence[str],
-    top: str,
+    place: Place,
     root: str,
     consume: Callable[[bytes], bool],
     *,
     time_limit: float = TIME_LIMIT,
 ) -> Finished:
-    """Run rg on `top` (its folder, or the file) inside the view; feed its output to `consume`.
+    """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
     `consume` returns False once it has what it needs: rg is then killed,
     as it is when the time or output bound is reached or the caller is
     cancelled.
     """
     rg = rg_binary()
-    check_top(top, root)
-    target = "." if os.path.isdir(top) else os.path.basename(top)
+    check_top(place.top, root)
     command = [
         SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
-        *view_args(top, root, rg, await global_excludes()),
+        *view_args(place, root, rg, await global_excludes()),
         "--setenv", "XDG_CONFIG_HOME", CONFIG_IN_VIEW, "--setenv", "HOME", "/.term2/home",
-        RG_IN_VIEW, *rg_args, "--", target,
+        RG_IN_VIEW, *rg_args, "--", place.target,
     ]  # fmt: skip
     process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
     finished = Finished(None, "")

@@ -28,7 +28,7 @@ from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
 from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, folder_of, resolve
-from term2.app.tools.rg_output import MatchReader, PathReader, relative
+from term2.app.tools.rg_output import MatchReader, PathReader
 from term2.domain.footholds import is_secret_name
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access, is_within
@@ -110,9 +110,7 @@ class Grep:
             run=partial(self._run, path, query, root),
         )
 
-    async def _run(
-        self, path: str, query: SearchQuery, root: str, ctx: ToolContext, call_id: str
-    ) -> Outcome:
+    async def _run(self, path: str, query: SearchQuery, root: str, ctx: ToolContext, call_id: str) -> Outcome:
         text = await grep(path, query, root, self.limit, ctx.access.workspace.grants.read_folders)
         return Outcome.text_only(text)
 
@@ -135,28 +133,29 @@ async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Coll
         args += query.include.rg_args()
     if folder and not grants:
         args += ["--type-not", "secret"]
-    reader = MatchReader(limit, partial(_searched, top, query.include, grants if folder else None))
+    place = ripgrep.Place.of(top, root)
+    reader = MatchReader(limit, partial(_searched, place, query.include, grants if folder else None))
     ripgrep.check_top(top, root)  # a swapped top fails here, plainly, before anything runs
     secrets: list[int] = []
     if folder:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_count_secrets, top, root, query, grants, secrets)
-            finished = await _search_or_none(args, top, root, reader)
+            tasks.start_soon(_count_secrets, place, root, query, grants, secrets)
+            finished = await _search_or_none(args, place, root, reader)
     else:
-        finished = await _search_or_none(args, top, root, reader)
+        finished = await _search_or_none(args, place, root, reader)
     if finished is None:
         raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {reader.error}")
     failure = finished.failure()
     if failure is not None and not reader.matches:
         raise ToolFailed(f"invalid regular expression or search: {failure}")
-    lines = [f"{_shown_path(top, m.path, root)}:{m.line}:{m.text}" for m in reader.matches]
+    lines = [f"{_shown_path(place, m.path, root)}:{m.line}:{m.text}" for m in reader.matches]
     if not lines:
         lines.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
     if reader.more:
         last = reader.matches[-1]
         lines.append(
             f"[truncated: the first {limit} matches in {ORDER}; matches after "
-            f"{_shown_path(top, last.path, root)}:{last.line} were left out: narrow the pattern, path or include]"
+            f"{_shown_path(place, last.path, root)}:{last.line} were left out: narrow the pattern, path or include]"
         )
     elif finished.stopped is not None and finished.stopped != "enough":
         lines.append(f"[search {finished.stopped}: files after the last match shown were not searched]")
@@ -165,18 +164,21 @@ async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Coll
     return "\n".join(lines) + "\n"
 
 
-async def _search_or_none(args: list[str], top: str, root: str, reader: MatchReader) -> ripgrep.Finished | None:
+async def _search_or_none(
+    args: list[str], place: ripgrep.Place, root: str, reader: MatchReader
+) -> ripgrep.Finished | None:
     """The search, its error kept on the reader rather than raised through the task group."""
     try:
-        return await ripgrep.run(args, top, root, reader.feed)
+        return await ripgrep.run(args, place, root, reader.feed)
     except (OSError, ToolFailed) as err:
         reader.error = str(err)
         return None
 
 
-def _searched(top: str, include: Include | None, grants: list[str] | None, path: bytes) -> bool:
+def _searched(place: ripgrep.Place, include: Include | None, grants: list[str] | None, path: bytes) -> bool:
     """Whether a path rg matched counts: within the include glob, and no secret outside a grant."""
-    rel = os.fsdecode(relative(path))
+    top = place.top
+    rel = os.fsdecode(place.below_top(path))
     if include is not None and not include.matches(rel):
         return False
     if grants and is_secret_name(os.path.basename(rel)):
@@ -184,27 +186,30 @@ def _searched(top: str, include: Include | None, grants: list[str] | None, path:
     return True
 
 
-async def _count_secrets(top: str, root: str, query: SearchQuery, grants: list[str], into: list[int]) -> None:
+async def _count_secrets(
+    place: ripgrep.Place, root: str, query: SearchQuery, grants: list[str], into: list[int]
+) -> None:
     """How many secret files the walk meets outside a grant, whatever they hold."""
     args = ["--files", *ripgrep.BASE_ARGS, *ripgrep.SECRET_TYPE, "--type", "secret"]
     if query.include_ignored:
         args.append("--no-ignore")
 
     def outside_grants(path: bytes) -> bool:
-        rel = os.fsdecode(relative(path))
+        rel = os.fsdecode(place.below_top(path))
         if query.include is not None and not query.include.matches_alone(rel):
             return False
-        return not any(is_within(os.path.join(top, rel), g) for g in grants)
+        return not any(is_within(os.path.join(place.top, rel), g) for g in grants)
 
     reader = PathReader(SECRET_COUNT_LIMIT, outside_grants)
     try:
-        await ripgrep.run(args, top, root, reader.feed)
+        await ripgrep.run(args, place, root, reader.feed)
     except (OSError, ToolFailed):
         return  # the search itself fails the same way and says why
     into.append(len(reader.paths))
 
 
-def _shown_path(top: str, path: bytes, root: str) -> str:
-    """A path rg printed (relative to the folder it searched, or the file's name) as the model sees it."""
+def _shown_path(place: ripgrep.Place, path: bytes, root: str) -> str:
+    """A path rg printed as the model sees it: relative to the root when inside it."""
+    top = place.top
     base = top if os.path.isdir(top) else os.path.dirname(top)
-    return shown(display(os.path.join(base, os.fsdecode(relative(path))), root))
+    return shown(display(os.path.join(base, os.fsdecode(place.below_top(path))), root))
