@@ -161,7 +161,9 @@ async def _searched_names(path: str, root: str, wanted: set[bytes]) -> tuple[set
 
     if not wanted:
         return seen, True
-    finished = await ripgrep.run(["--files", *ripgrep.BASE_ARGS], place, root, feed, time_limit=MARK_TIME_LIMIT)
+    finished = await ripgrep.run(
+        ["--files", *ripgrep.BASE_ARGS], place, root, feed, time_limit=min(MARK_TIME_LIMIT, ripgrep.TIME_LIMIT)
+    )
     return seen, finished.stopped is None or finished.stopped == "enough"
 
 
@@ -180,7 +182,7 @@ class Glob:
                 "folders). Like git, skips .git and what .gitignore files, .git/info/exclude and the "
                 "global excludes ignore, unless 'include_ignored' is true or 'path' is inside an ignored "
                 "folder; symlinks are not followed. Files only (list_dir shows folders). "
-                f"{NAMES_NOTE} At most {self.limit} results, in path order (folder by folder, names in byte order)."
+                f"{NAMES_NOTE} At most {self.limit} results, in path order (compared folder name by folder name, in byte order)."
             ),
             parameters={
                 "type": "object",

@@ -203,7 +203,7 @@ async def run(
     root: str,
     consume: Callable[[bytes], bool],
     *,
-    time_limit: float = TIME_LIMIT,
+    time_limit: float | None = None,
 ) -> Finished:
     """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
@@ -213,6 +213,7 @@ async def run(
     """
     rg = rg_binary()
     check_top(place.top, root)
+    limit = TIME_LIMIT if time_limit is None else time_limit
     command = [
         SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
         *view_args(place, root, rg, await global_excludes()),
@@ -223,14 +224,14 @@ async def run(
     finished = Finished(None, "")
     errors = bytearray()
     try:
-        with anyio.move_on_after(time_limit) as scope:
+        with anyio.move_on_after(limit) as scope:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_drain, process, errors)
                 finished.stopped = await _feed(process, consume)
                 if finished.stopped is not None:
                     _kill(process)
         if scope.cancelled_caught:
-            finished.stopped = f"stopped after {time_limit:.0f} s"
+            finished.stopped = f"stopped after {limit:g} s"
     finally:
         _kill(process)
         with anyio.CancelScope(shield=True):

@@ -37,7 +37,7 @@ from term2.ports.tools import ToolContext
 
 MATCH_LIMIT = 200
 SECRET_COUNT_LIMIT = 10_000
-ORDER = "path order (folder by folder, names in byte order)"
+ORDER = "path order (compared folder name by folder name, in byte order)"
 
 
 @dataclass(frozen=True, slots=True)
