@@ -1,4 +1,4 @@
-"""The `term2` command line (rich-click): help, version, models, doctor, prompt, and acp's help.
+"""The `term2` command line (rich-click): help, version, models, doctor, prompt, exec, and acp's help.
 
 `term2 acp` itself is parsed by `term2.app.entrypoints.acp_args` on a lean path; the
 command declared here documents the same flags and delegates to it.
@@ -39,6 +39,44 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
     from term2.app.entrypoints.launcher import launch_acp
 
     launch_acp(_raw_args(provider, model, effort, ctx.args), os.environ)
+
+
+@cli.command(name="exec")
+@click.argument("prompt", required=False)
+@click.option("--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
+@click.option("--provider", metavar="PROVIDER", help="Provider name, e.g. openai, anthropic, ollama_chat.")
+@click.option("--effort", metavar="EFFORT", help="Reasoning effort: " + ", ".join(EFFORTS) + ".")
+@click.option("--cd", "cd", metavar="DIR", help="The session's folder (default: here); unsafe roots are refused.")
+@click.option("--resume", metavar="ID", help="Continue the session ID (made here or in an editor).")
+@click.option("--continue", "newest", is_flag=True, help="Continue the newest session in the folder.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line: the updates, then the result.")
+@click.option("--verbose", is_flag=True, help="Show the model's thinking, and term2's info logs on stderr.")
+def exec_(
+    prompt: str | None,
+    model: str | None,
+    provider: str | None,
+    effort: str | None,
+    cd: str | None,
+    resume: str | None,
+    newest: bool,
+    as_json: bool,
+    verbose: bool,
+) -> None:
+    """Run one turn on PROMPT (`-` or none: read stdin) in a session, then exit.
+
+    On a terminal the turn is drawn as it happens and approvals are asked
+    there; without one, every approval is refused (no flag approves anything).
+    Into a pipe, stdout is the final answer; with --json, the update stream.
+    Exit status: 0 end of turn, 1 error, 2 refused before the turn (command
+    line, folder, session), 3 refusal, 4 max tokens, 5 max turn requests,
+    130 cancelled (Ctrl-C; a second Ctrl-C quits at once).
+    """
+    from term2.app.entrypoints.exec_command import ExecOptions, launch_exec
+
+    if resume and newest:
+        raise click.UsageError("--resume and --continue cannot be used together")
+    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose)
+    launch_exec(options, os.environ)
 
 
 def _raw_args(provider: str | None, model: str | None, effort: str | None, extra: list[str]) -> list[str]:

@@ -32,17 +32,24 @@ def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
     except (AcpUsageError, ConfigError) as exc:
         _refuse(str(exc))
         raise  # unreachable: _refuse exits
+    from term2.app.model_resolution import ModelResolutionError
+
+    try:
+        check_model(settings)
+    except ModelResolutionError as exc:
+        _refuse(str(exc), exc.candidates)
+    return settings
+
+
+def check_model(settings: Settings) -> None:
+    """Refuse a model the catalog cannot resolve (`ModelResolutionError`, with candidates), before any work."""
     if settings.model:
         from term2.app.entrypoints.catalog import model_catalog
-        from term2.app.model_resolution import ModelResolutionError, resolve_model
+        from term2.app.model_resolution import resolve_model
 
         catalog = model_catalog(settings)
-        try:
-            if not catalog.quickly_accepts(settings.model, settings.provider):
-                resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
-        except ModelResolutionError as exc:
-            _refuse(str(exc), exc.candidates)
-    return settings
+        if not catalog.quickly_accepts(settings.model, settings.provider):
+            resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
 
 
 def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:

@@ -1,0 +1,193 @@
+"""The turn drawn on a terminal with rich: streamed text, then Markdown; a line a tool call.
+
+While a message streams, its last lines are shown in a transient live area
+(with the tool calls still running); when it ends, the area is cleared and
+the whole message is printed once as Markdown, so the scrollback holds only
+finished things. Thinking is dimmed, and shown only with `--verbose`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.text import Text
+
+from term2.adapters.terminal import drawing
+from term2.adapters.terminal.view import Ended
+from term2.domain.history import ToolCall
+from term2.ports.updates import (
+    CompactionChanged,
+    MessageChunk,
+    PlanChanged,
+    SessionEvent,
+    StateChanged,
+    TerminalChunk,
+    ToolCallChanged,
+    UsageChanged,
+    WholeMessage,
+)
+
+REFRESH_PER_SECOND = 8
+
+
+def terminal_console(*, stderr: bool = False) -> Console:
+    """The console a turn or a question is drawn on (stdout's terminal, or stderr's for the script modes)."""
+    return Console(stderr=stderr, highlight=False)
+
+
+def tail(text: str, width: int, height: int) -> str:
+    """The end of `text` that fits `height` rows of `width` columns (wrapped lines counted as rows)."""
+    width = max(width, 1)
+    kept: list[str] = []
+    rows = 0
+    for line in reversed(text.split("\n")):
+        rows += max(1, -(-len(line) // width))
+        if rows > height:
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
+
+
+class _LiveArea:
+    """What is still happening, redrawn in place: the streaming message's tail and the running calls."""
+
+    def __init__(self, view: ConsoleView) -> None:
+        self._view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        view = self._view
+        height = max(3, (options.height or console.size.height) - 2 - len(view.running))
+        if view.text and (view.verbose or not view.thought):
+            shown = tail(view.text, options.max_width, height)
+            yield Text(shown, style="dim italic" if view.thought else "")
+        for call_id, call in view.running.items():
+            yield drawing.tool_line(call, nested=call.parent_id is not None)
+            last = view.live_output.get(call_id)
+            if last:
+                yield Text(f"    {last}", style="dim", no_wrap=True, overflow="ellipsis")
+
+
+class ConsoleView:
+    """An `ExecView` for a terminal: the `UpdateSink` the prompt use case reports the turn through."""
+
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+        self.console = console
+        self.verbose = verbose
+        self.message_id: str | None = None
+        self.text = ""
+        self.thought = False
+        self.running: dict[str, ToolCall] = {}
+        self.live_output: dict[str, str] = {}
+        self._context: tuple[int, int] | None = None
+        self._live: Live | None = None
+        self._held = 0  # questions on the terminal: the live area stays away while one waits
+
+    # -- the sink ---------------------------------------------------------------------
+
+    async def send(self, session_id: str, event: SessionEvent) -> None:
+        if isinstance(event, MessageChunk):
+            if event.message_id != self.message_id or event.thought != self.thought:
+                self._end_message()
+                self.message_id, self.thought = event.message_id, event.thought
+            self.text += event.text
+            self._show()
+            return
+        if isinstance(event, TerminalChunk):
+            lines = event.data.decode("utf-8", "replace").strip().splitlines()
+            if lines:
+                self.live_output[event.tool_call_id] = lines[-1]
+            return
+        if isinstance(event, UsageChanged):
+            self._context = (event.used, event.size)
+            return
+        self._end_message()
+        if isinstance(event, WholeMessage):
+            self._print_message(event.text, event.thought)
+        elif isinstance(event, ToolCallChanged):
+            self._tool_call(event.call)
+        elif isinstance(event, PlanChanged):
+            self._print(drawing.checklist(event.plan))
+        elif isinstance(event, CompactionChanged):
+            self._print(Text(f"context compaction {event.status.replace('_', ' ')}", style="dim italic"))
+        elif isinstance(event, StateChanged) and event.state == "idle":
+            self._stop()
+        # The user's own message, compaction summaries and the other states have nothing to show here.
+
+    def notice(self, text: str) -> None:
+        self._print(Text(text, style="yellow"))
+
+    def finish(self, ended: Ended) -> None:
+        self._end_message()
+        self._stop()
+        self.console.print(drawing.summary(ended.stop_reason.value.lstrip("_"), ended.spent, self._context))
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The live area cleared for a question on the terminal; it comes back with the next update."""
+        self._end_message()
+        self._stop()
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+
+    # -- drawing ----------------------------------------------------------------------
+
+    def _tool_call(self, call: ToolCall) -> None:
+        if call.status.is_final:
+            self.running.pop(call.tool_call_id, None)
+            self.live_output.pop(call.tool_call_id, None)
+            self._print(drawing.finished_call(call))
+        else:
+            self.running[call.tool_call_id] = call
+            self._show()
+
+    def _end_message(self) -> None:
+        if self.message_id is not None:
+            text, thought = self.text, self.thought
+            self.message_id, self.text, self.thought = None, "", False
+            self._print_message(text, thought)
+
+    def _print_message(self, text: str, thought: bool) -> None:
+        if not text.strip():
+            return
+        if thought:
+            if self.verbose:
+                self._print(Text(text.strip(), style="dim italic"))
+            return
+        self._print(Markdown(text))
+
+    def _print(self, renderable: RenderableType) -> None:
+        self.console.print(renderable)
+        self._refresh()
+
+    def _show(self) -> None:
+        if self._held:
+            return
+        if self._live is None:
+            self._live = Live(
+                _LiveArea(self),
+                console=self.console,
+                transient=True,
+                auto_refresh=True,
+                refresh_per_second=REFRESH_PER_SECOND,
+                redirect_stderr=False,
+            )
+            self._live.start()
+        self._live.refresh()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+
+    def _stop(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            self.running.clear()  # a call still running when the area closes is drawn again when it ends
+            live.update(Group())
+            live.stop()

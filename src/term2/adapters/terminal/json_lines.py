@@ -1,0 +1,73 @@
+"""`term2 exec --json`: the turn's update stream, one JSON object a line, then the result.
+
+Each update line is `{"type": "update", "sessionId": …, "update": …}` where
+`update` is what an ACP client is sent as `session/update`'s `update`; the
+composition root hands in the ACP v2 renderer, so a script reads exactly the
+shapes an editor does (ADR 0029). The last line is `{"type": "result", …}`.
+Nothing else is written to this stream; lines are ASCII (`\\u` escapes), so a
+lone surrogate in a model's text cannot make one unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
+
+from term2.adapters.terminal.view import Ended
+from term2.domain.turn import StopReason
+from term2.domain.usage import CURRENCY
+from term2.ports.updates import SessionEvent, Spent
+
+RenderUpdate = Callable[[SessionEvent], Sequence[Mapping[str, Any]]]
+
+
+def usage_of(spent: Spent | None) -> dict[str, Any] | None:
+    """The turn's tokens, keyed as ACP's `Usage`, with the turn's and the session's cost."""
+    if spent is None:
+        return None
+    turn = spent.turn
+    return {
+        "totalTokens": turn.input + turn.output,
+        "inputTokens": turn.input,
+        "outputTokens": turn.output,
+        "thoughtTokens": turn.reasoning,
+        "cachedReadTokens": turn.cached,
+        "cachedWriteTokens": turn.cache_write,
+        "cost": {"turn": spent.turn_cost, "session": spent.session_cost, "currency": CURRENCY},
+    }
+
+
+def result_of(ended: Ended) -> dict[str, Any]:
+    stop = "error" if ended.stop_reason is StopReason.ERROR else ended.stop_reason.value
+    result: dict[str, Any] = {
+        "type": "result",
+        "stopReason": stop,
+        "sessionId": ended.session_id,
+        "usage": usage_of(ended.spent),
+    }
+    if ended.error is not None:
+        result["error"] = ended.error
+    return result
+
+
+class JsonLinesView:
+    def __init__(self, out: TextIO, render: RenderUpdate, errors: TextIO) -> None:
+        self._out = out
+        self._render = render
+        self._errors = errors
+
+    def _line(self, obj: Mapping[str, Any]) -> None:
+        self._out.write(json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n")
+        self._out.flush()
+
+    async def send(self, session_id: str, event: SessionEvent) -> None:
+        for update in self._render(event):
+            self._line({"type": "update", "sessionId": session_id, "update": update})
+
+    def notice(self, text: str) -> None:
+        self._errors.write(f"term2: {text}\n")
+        self._errors.flush()
+
+    def finish(self, ended: Ended) -> None:
+        self._line(result_of(ended))

@@ -1,0 +1,187 @@
+"""`term2 exec`: compose the terminal adapter over the application and run one turn.
+
+The root picks how the turn is shown from what stdout is: a terminal gets
+the rich view, `--json` the update stream, anything else the final answer
+alone; and who may approve from what stdin is (a terminal, or no one). For
+the two script modes, fd 1 is made an alias of stderr and the output goes to
+a private copy of it, so a library printing to stdout cannot corrupt what a
+script parses (as for `term2 acp`). Every refusal before the turn exits 2 with
+a line on stderr and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn, TextIO
+
+import anyio
+import anyio.to_thread
+
+from term2.adapters.terminal import exit_status
+from term2.app.config import AcpArgs, ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from term2.adapters.terminal.exec_turn import ExecRequest
+    from term2.adapters.terminal.view import ExecView
+    from term2.ports.approval import Approver
+
+SHUTDOWN_GRACE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecOptions:
+    prompt: str | None  # None or "-": read stdin
+    provider: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    cd: str | None = None
+    resume: str | None = None
+    newest: bool = False
+    json: bool = False
+    verbose: bool = False
+
+
+def refuse(message: str, extra: tuple[str, ...] = (), status: int = exit_status.USAGE) -> NoReturn:
+    sys.stderr.write(f"term2 exec: error: {message}\n")
+    for line in extra:
+        sys.stderr.write(f"  {line}\n")
+    sys.stderr.flush()
+    exit_now(status)
+
+
+def exit_now(status: int) -> NoReturn:
+    """Leave without interpreter teardown (see `serve.exit_now`): everything was flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def settings_for(options: ExecOptions, env: Mapping[str, str]) -> Settings:
+    from term2.app.entrypoints.launcher import check_model
+    from term2.app.model_resolution import ModelResolutionError
+
+    try:
+        settings = load_settings(env, AcpArgs(options.provider, options.model, options.effort))
+        check_model(settings)
+    except ConfigError as exc:
+        refuse(str(exc))
+    except ModelResolutionError as exc:
+        refuse(str(exc), exc.candidates)
+    return settings
+
+
+def read_prompt(given: str | None) -> str:
+    if given is None or given == "-":
+        if given is None and sys.stdin.isatty():
+            refuse('no prompt: give one (term2 exec "explain this repository") or pipe it in')
+        given = sys.stdin.read()
+    if not given.strip():
+        refuse("the prompt is empty")
+    return given
+
+
+def log_level(settings: Settings, options: ExecOptions, env: Mapping[str, str]) -> str:
+    """term2's own logs share the terminal with the turn: warnings only, unless asked for."""
+    if env.get("TERM2_LOG_LEVEL"):
+        return settings.log_level
+    return "info" if options.verbose else "warning"
+
+
+def _script_stdout() -> TextIO:
+    from term2.adapters.acp.stdio import guard_stdout
+
+    fd = guard_stdout()
+    return os.fdopen(fd, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+
+
+def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approver]:
+    """The view and the approver for this process's stdio; only a terminal on stdin can approve."""
+    from term2.adapters.terminal.approver import FdLines, NoTerminalApprover, TerminalApprover
+
+    if not options.json and sys.stdout.isatty():
+        from term2.adapters.terminal.console_view import ConsoleView, terminal_console
+
+        console = terminal_console()
+        view = ConsoleView(console, verbose=options.verbose)
+        if stdin_answers:
+            return view, TerminalApprover(console, FdLines(sys.stdin.fileno()), view.paused)
+        return view, NoTerminalApprover(sys.stderr)
+    out = _script_stdout()
+    script_view: ExecView
+    if options.json:
+        from term2.adapters.acp.wire_v2 import V2Renderer
+        from term2.adapters.terminal.json_lines import JsonLinesView
+
+        script_view = JsonLinesView(out, V2Renderer().render, sys.stderr)
+    else:
+        from term2.adapters.terminal.final_text import FinalTextView
+
+        script_view = FinalTextView(out, sys.stderr)
+    if stdin_answers and sys.stderr.isatty():
+        from term2.adapters.terminal.console_view import terminal_console
+
+        return script_view, TerminalApprover(terminal_console(stderr=True), FdLines(sys.stdin.fileno()))
+    return script_view, NoTerminalApprover(sys.stderr)
+
+
+def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
+    settings = settings_for(options, env)
+    stdin_answers = sys.stdin.isatty() and options.prompt not in (None, "-")
+    prompt = read_prompt(options.prompt)
+    from term2.adapters.logging_setup import configure_logging
+    from term2.adapters.terminal.exec_turn import ExecRequest
+
+    configure_logging(log_level(settings, options, env))
+    cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
+    request = ExecRequest(prompt, cwd, resume=options.resume, newest=options.newest)
+    view, approver = compose(options, stdin_answers)
+    try:
+        status = anyio.run(_exec, settings, env, request, view, approver, backend="asyncio")
+    except KeyboardInterrupt:  # before the turn could take Ctrl-C over: nothing ran
+        status = exit_status.CANCELLED
+    exit_now(status)
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"term2 exec: {text}\n")
+    sys.stderr.flush()
+
+
+async def _exec(
+    settings: Settings, env: Mapping[str, str], request: ExecRequest, view: ExecView, approver: Approver
+) -> int:
+    import structlog
+
+    from term2.adapters.terminal.exec_turn import run_exec
+    from term2.app.entrypoints.container import Application, build_application
+    from term2.domain.errors import Term2Error
+
+    try:
+        app: Application = await anyio.to_thread.run_sync(build_application, settings, env)
+    except Exception as exc:
+        refuse(f"term2 failed to start: {exc}", status=exit_status.ERROR)
+    status = exit_status.ERROR
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(app.background)
+            try:
+                prompts = await anyio.to_thread.run_sync(app.prompts)
+                ended = await run_exec(
+                    app.sessions, prompts, request, view, approver, lambda: exit_now(exit_status.CANCELLED)
+                )
+                status = exit_status.exit_status(ended.stop_reason)
+            except Term2Error as exc:  # the folder, the session or its turn was refused: nothing ran
+                _say(f"error: {exc}")
+                status = exit_status.USAGE
+            except Exception as exc:
+                structlog.get_logger("term2.exec").exception("exec failed")
+                _say(f"error: {exc}")
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
+            await app.shutdown()
+    return status
