@@ -18,10 +18,23 @@ import pytest
 from term2.app.tools import ripgrep
 from term2.app.tools.names import shown, unshown
 from term2.domain.history import ToolStatus
-from tests.unit.test_file_tool_attacks import h  # noqa: F401  (the fixture: a root, and a folder outside it)
+from term2.domain.workspace import SessionAccess
+from tests.fakes.approvers import FixedApprover
+from tests.fakes.sandboxes import CannedSandbox
 from tests.unit.test_tools import Harness
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Harness:
+    """A root holding `sub/`, and a folder beside it holding `victim.txt` ("precious outside")."""
+    root = Path(os.path.realpath(tmp_path)) / "root"
+    outside = Path(os.path.realpath(tmp_path)) / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "victim.txt").write_text("precious outside\n")
+    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
 
 
 def _repo(h: Harness) -> None:
@@ -52,7 +65,7 @@ async def test_a_long_line_shows_the_match_cut_around_it(h: Harness) -> None:
 async def test_a_large_text_file_is_searched_not_skipped(h: Harness) -> None:
     (h.root / "big.json").write_text('{"k": 1}\n' * 700_000 + '"needle"\n')  # 6.3 MB: over the old 4 MiB cap
     text = await h.call("grep", pattern="needle")
-    assert text == "big.json:700001:\"needle\"\n"
+    assert text == 'big.json:700001:"needle"\n'
 
 
 async def test_results_come_in_path_order_and_a_cap_says_what_was_left_out(h: Harness) -> None:
@@ -109,7 +122,14 @@ async def test_ignored_paths_are_skipped_marked_and_still_reachable(h: Harness) 
     assert (await h.call("glob", pattern="*.js", path="node_modules")).splitlines() == ["node_modules/lib/x.js"]
     assert (await h.call("glob", pattern="*.js", include_ignored=True)).splitlines() == ["node_modules/lib/x.js"]
     listed = await h.call("list_dir")
-    assert listed.splitlines() == [".gitignore", "empty/", "node_modules/ [ignored]", "run.log [ignored]", "src/", "sub/"]
+    assert listed.splitlines() == [
+        ".gitignore",
+        "empty/",
+        "node_modules/ [ignored]",
+        "run.log [ignored]",
+        "src/",
+        "sub/",
+    ]
 
 
 # --- every name Linux allows -------------------------------------------------------------

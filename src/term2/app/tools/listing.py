@@ -182,7 +182,8 @@ class Glob:
                 "folders). Like git, skips .git and what .gitignore files, .git/info/exclude and the "
                 "global excludes ignore, unless 'include_ignored' is true or 'path' is inside an ignored "
                 "folder; symlinks are not followed. Files only (list_dir shows folders). "
-                f"{NAMES_NOTE} At most {self.limit} results, in path order (compared folder name by folder name, in byte order)."
+                f"{NAMES_NOTE} At most {self.limit} results, in path order (compared folder name by "
+                "folder name, in byte order)."
             ),
             parameters={
                 "type": "object",
