@@ -59,6 +59,8 @@ class Settings:
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
+    # `[network.resolve]`: (name, port) -> (address, port) for the proxy, like curl --resolve (ADR 0030)
+    network_resolve: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
     def data_dir(self, env: Mapping[str, str]) -> Path:
         if self.home:
@@ -149,6 +151,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         )
     out["providers"] = providers
     out["models"] = models
+    if "network" in data:  # parsed only when present: this runs before `initialize` is answered
+        from term2.app.network_config import network_resolve
+
+        out["network_resolve"] = network_resolve(data["network"], where)
     return out
 
 

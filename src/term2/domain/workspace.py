@@ -43,6 +43,9 @@ class Access(StrEnum):
     # A tool of an MCP server the client named: it acts outside the workspace and the sandbox, with the
     # user's own rights, so every call is asked, once, and no answer is remembered (ADR 0023).
     CALL = "call"
+    # A command that asks for hosts (ADR 0030): whatever was granted for its folder, it is asked, allowed once
+    # at most, and no answer is remembered; the question names the command, its folder and every host.
+    NETWORK = "network"
 
 
 MAX_DEPTH = 256
@@ -79,7 +82,7 @@ class Grants:
     run_folders: frozenset[str] = field(default_factory=frozenset)
 
     def with_choice(self, choice: Choice, target: str, access: Access) -> Grants:
-        if access is Access.CALL:
+        if access in (Access.CALL, Access.NETWORK):
             return self  # never offered an allow-always choice; an answer that claims one grants nothing
         if choice is Choice.ALLOW_EDIT_FILE_SESSION:
             return replace(self, edit_files=self.edit_files | {target})
@@ -105,7 +108,7 @@ class Workspace:
         such an edit is a foothold like one in ``.git``.
         """
         g = self.grants
-        if access is Access.CALL:
+        if access in (Access.CALL, Access.NETWORK):
             return True
         if access is Access.READ:
             if any(is_within(resolved, f) for f in g.read_folders):
@@ -125,7 +128,7 @@ class Workspace:
 
     def choices_for(self, access: Access) -> tuple[Choice, ...]:
         """The choices offered when `access` needs approval."""
-        if access is Access.CALL:
+        if access in (Access.CALL, Access.NETWORK):
             return (Choice.ALLOW_ONCE, Choice.REJECT)
         if access is Access.EDIT:
             return (

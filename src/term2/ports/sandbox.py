@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from term2.domain.network import NetworkGrant
+
 
 class SandboxUnavailable(Exception):
     """The sandbox cannot run on this machine (no bwrap, user namespaces refused...)."""
@@ -31,6 +33,9 @@ class CommandRequest:
     # One end of a socket pair the command inherits (as TERM2_BRIDGE_FD): run_code's
     # only channel to the agent. No other descriptor ever crosses into the sandbox.
     bridge_fd: int | None = None
+    # The hosts the user approved for this one command (ADR 0030). None: no network at all, only the
+    # namespace's own loopback. Set: still that namespace, plus term2's filtering proxy for these hosts.
+    network: NetworkGrant | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,13 @@ from term2.adapters.sandbox.invocation import (
     build_argv,
     identity_for,
 )
+from term2.adapters.sandbox.loopback_bridge import (
+    HTTP_SOCKET,
+    SOCKS_SOCKET,
+    bridge_prefix,
+    find_python,
+    proxy_environment,
+)
 from term2.adapters.sandbox.preflight import check_host
 from term2.adapters.sandbox.process import SandboxProcess
 from term2.adapters.sandbox.spawner import spawn
@@ -57,6 +64,7 @@ from term2.adapters.sandbox.tree_scan import (
     scan_tree,
 )
 from term2.domain.footholds import unsafe_root_reason
+from term2.ports.network import Egress, EgressSession
 from term2.ports.sandbox import (
     CommandRequest,
     CommandResult,
@@ -86,11 +94,20 @@ class BubblewrapSandbox:
     ``bwrap`` exists for tests of the availability checks; it must be an
     absolute path and passes the same ownership checks. PATH is never searched.
     ``hidden`` are term2's own files and folders (session store, config): never
-    visible to a command, wherever they live.
+    visible to a command, wherever they live. ``egress`` runs the proxies of a command the user allowed
+    some hosts (ADR 0030); without it such a command fails, it never gets the host's network.
     """
 
-    def __init__(self, *, limits: Limits | None = None, bwrap: str = BWRAP, hidden: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        bwrap: str = BWRAP,
+        hidden: Sequence[str] = (),
+        egress: Egress | None = None,
+    ) -> None:
         self._limits = limits or Limits()
+        self._egress = egress
         self._bwrap = bwrap
         self._hidden = tuple(os.path.realpath(path) for path in hidden)
         self._host_sockets: list[str] | None = None  # found once per adapter: only root can add one
@@ -196,6 +213,27 @@ class BubblewrapSandbox:
         pids: PidsCgroup | None,
         on_output: OutputSink | None,
     ) -> CommandResult:
+        if request.network is None:
+            return await self._start(request, root, cwd, identity, protection, pids, on_output, None)
+        python = find_python()
+        if self._egress is None or python is None:
+            why = "no python3 on the sandbox's PATH for its loopback bridge" if python is None else "no proxy"
+            raise SandboxFailed(f"network by approval is not available here ({why}); nothing ran")
+        async with self._egress.session(request.network, owner=identity.drop_to) as net:
+            result = await self._start(request, root, cwd, identity, protection, pids, on_output, (net, python))
+            return replace(result, notices=result.notices + tuple(net.refusals))
+
+    async def _start(
+        self,
+        request: CommandRequest,
+        root: str,
+        cwd: str,
+        identity: Identity,
+        protection: list[str],
+        pids: PidsCgroup | None,
+        on_output: OutputSink | None,
+        network: tuple[EgressSession, str] | None,
+    ) -> CommandResult:
         masks = self._mask_material()
         host_masks = (secret_masks(masks) if identity.host_root else []) + hidden_masks(self._hidden, masks)
         host_masks += await self._socket_masks()
@@ -213,10 +251,13 @@ class BubblewrapSandbox:
             seccomp_fd=seccomp_fd,
             host_masks=host_masks,
             protection=protection,
+            network=None if network is None else _network_args(*network),
         )
         if pids is not None:
             argv = pids.wrap(argv)
         env = sandbox_environment(root)
+        if network is not None:
+            env.update(proxy_environment())
         inherited: tuple[int, ...] = (status_w, seccomp_fd)
         if request.bridge_fd is not None:  # run_code's channel: the one extra fd, announced by number
             env["TERM2_BRIDGE_FD"] = str(request.bridge_fd)
@@ -276,6 +317,12 @@ class BubblewrapSandbox:
             if use.active == 0:
                 remove_ghosts(use.ghosts)
                 del self._roots[root]
+
+
+def _network_args(net: EgressSession, python: str) -> tuple[list[str], list[str]]:
+    """The two proxy sockets, and nothing of the folder around them, bound read-only into the private /run."""
+    binds = ["--ro-bind", net.http_socket, HTTP_SOCKET, "--ro-bind", net.socks_socket, SOCKS_SOCKET]
+    return binds, bridge_prefix(python)
 
 
 @asynccontextmanager

@@ -96,7 +96,10 @@ def build_argv(
     seccomp_fd: int,
     host_masks: list[str],
     protection: list[str],
+    network: tuple[list[str], list[str]] | None = None,
 ) -> list[str]:
+    """``network``: the proxy sockets' bind arguments and the bridge that runs the command (ADR 0030);
+    without it the command has its namespace's loopback and nothing else."""
     argv = [
         PRLIMIT,
         f"--as={limits.address_space}",
@@ -127,7 +130,9 @@ def build_argv(
     # After the tmpfs mounts, so a root under /tmp or /home is still reachable.
     argv += ["--bind", root, root]
     argv += protection
+    if network is not None:
+        argv += network[0]  # after the tmpfs mounts: the sockets appear on the private /run
     # The empty root bwrap builds the view on is read-only too: no stray files outside the root.
     argv += ["--remount-ro", "/", "--chdir", cwd, "--seccomp", str(seccomp_fd)]
-    argv += ["--", SHELL, "--noprofile", "--norc", "-c", command]
+    argv += ["--", *(network[1] if network is not None else []), SHELL, "--noprofile", "--norc", "-c", command]
     return argv

@@ -79,10 +79,11 @@ def _limits(settings: Settings) -> TurnLimits:
     return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry)
 
 
-def _sandbox(hidden: tuple[str, ...]) -> Sandbox:
+def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
+    from term2.adapters.network.proxy import FilteringProxy
     from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 
-    return BubblewrapSandbox(hidden=hidden)
+    return BubblewrapSandbox(hidden=hidden, egress=FilteringProxy(settings.network_resolve))
 
 
 def _toolbox() -> Toolbox:
@@ -140,7 +141,7 @@ class Container(containers.DeclarativeContainer):
     llm_settings: providers.Provider[ProviderSettings] = providers.Singleton(provider_settings, settings, env, catalog)
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
-    sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths)
+    sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox)
     limits = providers.Callable(_limits, settings)
     budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)

@@ -86,3 +86,12 @@ def optional_bool(args: Arguments, name: str, *, default: bool = False) -> bool:
     if not isinstance(value, bool):
         raise ArgumentError(f"argument {name!r} must be true or false")
     return value
+
+
+def optional_str_list(args: Arguments, name: str) -> list[str] | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ArgumentError(f"argument {name!r} must be a list of strings")
+    return value

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from term2.app.tools.args import Arguments
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.network import NetworkGrant
 from term2.domain.workspace import Access
 from term2.ports.approval import CommandSubject
 from term2.ports.llm import ToolSpec
@@ -61,6 +62,7 @@ class Invocation:
     # shown with the call before the user is asked so the editor can render a review.
     preview: Callable[[], tuple[ToolOutput, ...]] | None = None
     remote: RemoteCall | None = None  # a call to an MCP server's tool: what the approval question names
+    network: NetworkGrant | None = None  # the hosts a command asks for: always asked, allowed once (ADR 0030)
 
 
 @dataclass(frozen=True, slots=True)

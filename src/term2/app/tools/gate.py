@@ -41,13 +41,22 @@ DENIAL_TEXT: dict[DenialReason, str] = {
     "no_interaction": "No client can answer approval requests for this session",
 }
 
-VERBS = {Access.READ: "reading", Access.EDIT: "editing", Access.EXECUTE: "running", Access.CALL: "calling"}
+VERBS = {
+    Access.READ: "reading",
+    Access.EDIT: "editing",
+    Access.EXECUTE: "running",
+    Access.CALL: "calling",
+    Access.NETWORK: "running",
+}
 ARGUMENTS_SHOWN = 2000  # characters of an MCP call's arguments in the question; the call's raw input has them all
 
 
 def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
     if invocation.remote is not None:
         return f"Allow the MCP server {invocation.remote.server!r} to run its tool {invocation.remote.tool!r}?"
+    if invocation.command is not None and invocation.network is not None:
+        command = invocation.command
+        return f"Allow `{command.command}` in {command.cwd} with network access to {invocation.network}?"
     if invocation.command is not None:
         return (
             f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
@@ -73,6 +82,12 @@ def approval_description(invocation: Invocation, root: str, asked: Access | None
         return (
             f"The edit must read {target} to find the text it replaces, and what it finds reaches the model; "
             f"reading {target} needs your approval because {why}. Edits alone do not allow reading."
+        )
+    if invocation.network is not None:
+        return (
+            f"The command runs in the sandbox; only {root} is writable. Through term2's proxy it may connect to "
+            f"{invocation.network} and nothing else, for this run only; whatever it sends there leaves your "
+            "machine. Every other connection is refused and reported."
         )
     if invocation.access is Access.EXECUTE:
         return f"The command runs in the sandbox; only {root} is writable."
@@ -103,6 +118,8 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     """
     if invocation.remote is not None:
         return Access.CALL  # whatever access it claims: an MCP call is always asked (ADR 0023)
+    if invocation.network is not None:
+        return Access.NETWORK  # asked even in a folder granted for commands; allowed once at most (ADR 0030)
     if workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None):
         return invocation.access
     if invocation.reads_target and workspace.needs_approval(Access.READ, invocation.target):

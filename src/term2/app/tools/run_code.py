@@ -19,10 +19,12 @@ from anyio.abc import UNIXSocketStream
 from term2.app.tools.args import ArgumentError, Arguments, optional_number, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.bridge import Bridge
+from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
 from term2.app.tools.sandboxed import did_not_run, ended
 from term2.domain.history import Location, TextOutput, ToolKind
+from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access
 from term2.ports.approval import CommandSubject
@@ -57,6 +59,7 @@ class RunCode:
                 "properties": {
                     "code": {"type": "string", "description": "The Python 3 program."},
                     "timeout": {"type": "number", "description": "Timeout in seconds."},
+                    "network": NETWORK_SPEC,
                 },
                 "required": ["code"],
             },
@@ -69,17 +72,22 @@ class RunCode:
         timeout = min(optional_number(args, "timeout") or DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S)
         cwd = canonical_root(root)
         first_line = code.strip().splitlines()[0]
+        network = network_grant(args)
+        title = f"Run Python program `{ellipsize(first_line, TITLE_LIMIT)}`"
         return Invocation(
-            title=f"Run Python program `{ellipsize(first_line, TITLE_LIMIT)}`",
+            title=title if network is None else f"{title} with network access to {network}",
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
             locations=(Location(cwd),),
-            run=partial(self._run, code, cwd, timeout),
+            run=partial(self._run, code, cwd, timeout, network),
             command=CommandSubject(f"python3 <program: {len(code.splitlines())} lines>", cwd),
+            network=network,
         )
 
-    async def _run(self, code: str, cwd: str, timeout: float, ctx: ToolContext, call_id: str) -> Outcome:
+    async def _run(
+        self, code: str, cwd: str, timeout: float, network: NetworkGrant | None, ctx: ToolContext, call_id: str
+    ) -> Outcome:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         bridge = Bridge(code, self.nested, ctx, call_id)
         request = CommandRequest(
@@ -89,6 +97,7 @@ class RunCode:
             timeout_s=timeout,
             output_limit=OUTPUT_LIMIT,
             bridge_fd=theirs.fileno(),
+            network=network,
         )
         stream = await UNIXSocketStream.from_socket(ours)
         failure: SandboxUnavailable | SandboxFailed | None = None

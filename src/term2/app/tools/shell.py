@@ -22,9 +22,11 @@ from term2.app.tools.args import (
     required_str,
 )
 from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root, resolve
 from term2.app.tools.sandboxed import did_not_run, ended
 from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
+from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access, is_within
 from term2.ports.approval import CommandSubject
@@ -76,6 +78,7 @@ class RunShell:
                         "description": "Folder to run in; defaults to the workspace root.",
                     },
                     "timeout": {"type": "number", "description": "Timeout in seconds."},
+                    "network": NETWORK_SPEC,
                 },
                 "required": ["command"],
             },
@@ -98,20 +101,23 @@ class RunShell:
             optional_number(args, "timeout") or self.default_timeout_s,
             self.max_timeout_s,
         )
+        network = network_grant(args)
         # args.get("sandbox") is deliberately never read: "unsandboxed" is downgraded.
+        title = f"Run `{ellipsize(command, TITLE_LIMIT)}`"
         return Invocation(
-            title=f"Run `{ellipsize(command, TITLE_LIMIT)}`",
+            title=title if network is None else f"{title} with network access to {network}",
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
             locations=(Location(cwd),),
-            run=partial(self._run, command, cwd, timeout),
+            run=partial(self._run, command, cwd, timeout, network),
             command=CommandSubject(command, cwd),
             content_on_start=partial(_empty_terminal, command, cwd),
+            network=network,
         )
 
     async def _run(
-        self, command: str, cwd: str, timeout: float, ctx: ToolContext, call_id: str
+        self, command: str, cwd: str, timeout: float, network: NetworkGrant | None, ctx: ToolContext, call_id: str
     ) -> Outcome:
         terminal_id = terminal_id_for(call_id)
 
@@ -124,6 +130,7 @@ class RunShell:
             cwd=cwd,
             timeout_s=timeout,
             output_limit=SANDBOX_OUTPUT_LIMIT,
+            network=network,
         )
         try:
             result = await ctx.sandbox.run(request, forward)
