@@ -62,6 +62,8 @@ class Invocation:
     # shown with the call before the user is asked so the editor can render a review.
     preview: Callable[[], tuple[ToolOutput, ...]] | None = None
     remote: RemoteCall | None = None  # a call to an MCP server's tool: what the approval question names
+    # A call that touches several files (apply_patch): one part per file, each judged (and asked) on its own.
+    parts: tuple[Invocation, ...] = ()
     network: NetworkGrant | None = None  # the hosts a command asks for: always asked, allowed once (ADR 0030)
 
 

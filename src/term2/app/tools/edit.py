@@ -1,11 +1,15 @@
-"""write_file and edit_file: change files in the workspace.
+"""write_file, edit_file and multi_edit: change files in the workspace.
 
 Writes go to the canonical path that the workspace rule judged, never to the
 raw path the model wrote, and through descriptors (anchored.py), so a symlink
 cannot redirect an approved write, not even one swapped in after the decision.
-edit_file is an exact, unique string replacement: a match that is missing or
-ambiguous is refused with a message that tells the model how to fix the call,
-because guessing which occurrence was meant silently corrupts code.
+edit_file replaces one place: the exact text, or, when that is not in the
+file, the one place the tolerance chain finds (domain/tolerant_match.py,
+ADR 0027), and the result says what was forgiven. A match that is missing or
+found in two places or more is refused with a message that tells the model
+how to fix the call, because guessing which place was meant silently
+corrupts code. multi_edit applies several such edits to one file, all or
+none. The file keeps its line endings, BOM, final newline and mode.
 """
 
 from __future__ import annotations
@@ -26,14 +30,19 @@ from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve
 from term2.app.tools.plants import git_plant_folder
 from term2.app.tools.through_client import client_read, client_write
+from term2.domain.bounded_match import Budget
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.line_endings import styled_like
 from term2.domain.near_match import closest_lines
+from term2.domain.text_edits import Applied, Edit, Refused, apply_edits
+from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
 from term2.domain.truncation import ellipsize, keep_head
 from term2.domain.workspace import MAX_DEPTH, Access, too_deep
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 EDIT_LIMIT = 10 * 1024 * 1024  # a file read to edit or diff, and a file an edit may produce (as read_file's)
+MAX_EDITS = 100  # edits in one multi_edit call
 HINT_LINE_CHARS = 300  # of each line a near-match hint shows (a minified file's one line is megabytes)
 HINT_CHARS = 8 * 1024  # of a whole hint
 
@@ -45,8 +54,40 @@ class NotText(ToolFailed):
 Old = str | None | NotText  # the file's text, no file, or why its content is not text
 
 
+class Reviewed:
+    """The change the user was shown before deciding, so that the change made is that one (ADR 0027).
+
+    The preview is worked out from the disk before the question; the run, once allowed, from what the file
+    holds then (the editor's buffer, or a disk changed meanwhile). A run whose result differs from the one
+    shown writes nothing: the user approved a diff, not an intent.
+    """
+
+    __slots__ = ("asked", "new")
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.new: str | None = None  # None: the preview could not work the change out
+
+    def shown(self, new: str | None) -> None:
+        self.asked, self.new = True, new
+
+    def check(self, path: str, new: str) -> None:
+        if self.asked and self.new != new:
+            raise ToolFailed(
+                f"{path} changed after the user was shown this change (or the editor holds unsaved changes), so "
+                "the change would no longer be the one approved; nothing was written. Read the file and call again."
+            )
+
+
 def _edit_invocation(
-    title: str, path: str, root: str, runner: Runner, new_text: Callable[[str | None], str], *, reads_target: bool
+    title: str,
+    path: str,
+    root: str,
+    runner: Runner,
+    new_text: Callable[[str | None], str],
+    *,
+    reads_target: bool,
+    reviewed: Reviewed | None = None,
 ) -> Invocation:
     if too_deep(path, root):
         raise ArgumentError(
@@ -61,49 +102,25 @@ def _edit_invocation(
         locations=(Location(path),),
         run=runner,
         git_plant=git_plant_folder(path, root),
-        preview=partial(_preview, path, root, new_text),
+        preview=partial(_preview, path, root, new_text, reviewed),
         reads_target=reads_target,
     )
 
 
-def _preview(path: str, root: str, new_text: Callable[[str | None], str]) -> tuple[ToolOutput, ...]:
+def _preview(
+    path: str, root: str, new_text: Callable[[str | None], str], reviewed: Reviewed | None
+) -> tuple[ToolOutput, ...]:
     """The diff the call would make now, for the user's review; nothing when it would fail (its run says why)."""
     try:
         old = _read_existing(path, root)
-        return (client_content(path, old, new_text(old)),)
+        new = new_text(old)
     except (ToolFailed, OSError, ValueError):  # NotText is a ToolFailed
+        if reviewed is not None:
+            reviewed.shown(None)
         return ()
-
-
-def _replaced(
-    path: str, old_string: str, new_string: str, replace_all: bool, old: str | None, *, hints: bool = True
-) -> tuple[str, int]:
-    """The edited text and the number of replacements; ToolFailed says why the edit cannot apply.
-
-    Without `hints` (the model may not read the file) a failure says nothing of the file's text.
-    """
-    if old is None:
-        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
-    count = old.count(old_string)
-    if count == 0:
-        if not hints:
-            raise ToolFailed(
-                f"old_string was not found in {path}; term2 shows nothing of its text because reading "
-                f"{path} needs the user's approval (ask for it with read_file)"
-            )
-        raise ToolFailed(_not_found(path, old, old_string))
-    if count > 1 and not replace_all:
-        times = f"{count} times" if hints else "more than once"
-        raise ToolFailed(
-            f"old_string matches {times} in {path}; include more surrounding context to make "
-            "it unique, or set replace_all to true"
-        )
-    replaced = count if replace_all else 1
-    size = len(old) + replaced * (len(new_string) - len(old_string))
-    if size > EDIT_LIMIT:
-        grown = f"{human_size(size)} long" if hints else "larger than that"  # a size would tell the match count
-        raise ToolFailed(f"the edit would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}")
-    return (old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)), count
+    if reviewed is not None:
+        reviewed.shown(new)
+    return (client_content(path, old, new),)
 
 
 def _read_existing(path: str, root: str) -> str | None:
@@ -174,9 +191,13 @@ def _write(path: str, root: str, text: str) -> bool:
     return write_whole(path, root, _encoded(path, text))
 
 
-async def _commit(ctx: ToolContext, path: str, root: str, planned: _Planned) -> Outcome:
+async def _commit(
+    ctx: ToolContext, path: str, root: str, planned: _Planned, reviewed: Reviewed | None = None
+) -> Outcome:
     """Make the planned change: through the editor where it serves writes (its own undoable edit), else the disk."""
     _encoded(path, planned.new)  # the cap holds whoever writes
+    if reviewed is not None:
+        reviewed.check(path, planned.new)
     if await client_write(ctx, path, root, planned.new):
         return planned.outcome
     return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
@@ -220,7 +241,7 @@ class WriteFile:
             path,
             root,
             partial(self._run, path, root, content),
-            lambda _old: content,
+            partial(styled_like, content=content),
             reads_target=False,
         )
 
@@ -257,7 +278,9 @@ def _make(path: str, root: str, planned: _Planned) -> Outcome:
 
 def _plan_write(path: str, content: str, old: Old, *, old_readable: bool) -> _Planned:
     """Without `old_readable` the model is told only that the file was written: the same words whether it
-    existed, held text or not, so nothing of what it held reaches the model (the client still gets the diff)."""
+    existed, held text or not, so nothing of what it held reaches the model (the client still gets the diff).
+    A file that uses CRLF only keeps it, and a BOM stays (line_endings.styled_like)."""
+    content = styled_like(old if isinstance(old, str) else None, content)
     if isinstance(old, NotText):
         why = old
         text = f"Overwrote {path}; its old content is not shown ({why})\n" if old_readable else _unshown(path)
@@ -272,6 +295,11 @@ def _unshown(path: str) -> str:
     return f"Wrote {path}; term2 shows nothing of what it held before: reading {path} needs the user's approval\n"
 
 
+_OLD_STRING = {"type": "string", "description": "The text to replace, copied from the file."}
+_NEW_STRING = {"type": "string", "description": "Replacement text."}
+_REPLACE_ALL = {"type": "boolean", "description": "Replace every exact occurrence."}
+
+
 @dataclass(frozen=True, slots=True)
 class EditFile:
     name: str = "edit_file"
@@ -281,26 +309,18 @@ class EditFile:
         return ToolSpec(
             name=self.name,
             description=(
-                "Replace an exact string in an existing file. old_string must match the file's text "
-                "exactly (whitespace included, without read_file's line-number prefixes) and exactly "
-                "once, unless replace_all is true. Include surrounding lines to make it unique."
+                "Replace a string in an existing file. Copy old_string from the file (without read_file's "
+                "line-number prefixes), with enough surrounding lines that it occurs exactly once, unless "
+                "replace_all is true. Small slips (indentation, trailing spaces, tabs, quotes) are forgiven only "
+                "when they leave exactly one place; the result then says what was forgiven."
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "File to edit."},
-                    "old_string": {
-                        "type": "string",
-                        "description": "Exact text to replace.",
-                    },
-                    "new_string": {
-                        "type": "string",
-                        "description": "Replacement text.",
-                    },
-                    "replace_all": {
-                        "type": "boolean",
-                        "description": "Replace every occurrence.",
-                    },
+                    "old_string": _OLD_STRING,
+                    "new_string": _NEW_STRING,
+                    "replace_all": _REPLACE_ALL,
                 },
                 "required": ["path", "old_string", "new_string"],
                 "additionalProperties": False,
@@ -309,38 +329,184 @@ class EditFile:
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
         path = resolve(root, required_str(args, "path"))
+        return _edits_invocation(path, root, (_edit(args, ""),), f"Edit {path}")
+
+
+@dataclass(frozen=True, slots=True)
+class MultiEdit:
+    name: str = "multi_edit"
+    kind: ToolKind = ToolKind.EDIT
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Make several edit_file edits to one file in one call: each is applied, in order, to the text "
+                "the ones before it left; if any cannot be applied, none is. Each old_string follows "
+                "edit_file's rules."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to edit."},
+                    "edits": {
+                        "type": "array",
+                        "description": "The edits, in order.",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "old_string": _OLD_STRING,
+                                "new_string": _NEW_STRING,
+                                "replace_all": _REPLACE_ALL,
+                            },
+                            "required": ["old_string", "new_string"],
+                            "additionalProperties": False,
+                        },
+                    },
+                },
+                "required": ["path", "edits"],
+                "additionalProperties": False,
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        path = resolve(root, required_str(args, "path"))
+        raw = args.get("edits")
+        if not isinstance(raw, list) or not raw:
+            raise ArgumentError("argument 'edits' must be a non-empty list of {old_string, new_string} objects")
+        if len(raw) > MAX_EDITS:
+            raise ArgumentError(f"argument 'edits' has {len(raw)} edits; one call makes at most {MAX_EDITS}")
+        edits = []
+        for number, item in enumerate(raw, start=1):
+            if not isinstance(item, dict):
+                raise ArgumentError(f"edit {number} must be an object with old_string and new_string")
+            edits.append(_edit(item, f"edit {number}: "))
+        return _edits_invocation(path, root, tuple(edits), f"Edit {path} ({len(edits)} edits)")
+
+
+def _edit(args: Arguments, where: str) -> Edit:
+    try:
         old_string = required_str(args, "old_string")
         new_string = required_str(args, "new_string", allow_empty=True)
-        if old_string == new_string:
-            raise ArgumentError(
-                "old_string and new_string are identical; there is nothing to change"
-            )
         replace_all = optional_bool(args, "replace_all")
-        runner = partial(self._run, path, root, old_string, new_string, replace_all)
+    except ArgumentError as err:
+        raise ArgumentError(f"{where}{err}") from None
+    if old_string == new_string:
+        raise ArgumentError(f"{where}old_string and new_string are identical; there is nothing to change")
+    if len(old_string) > EDIT_LIMIT or len(new_string) > EDIT_LIMIT:
+        raise ArgumentError(f"{where}a string is longer than a file term2 edits ({human_size(EDIT_LIMIT)})")
+    return Edit(old_string, new_string, replace_all)
 
-        def change(old: str | None) -> str:  # for the preview, which shows nothing when the edit fails
-            return _replaced(path, old_string, new_string, replace_all, old, hints=False)[0]
 
-        return _edit_invocation(f"Edit {path}", path, root, runner, change, reads_target=True)
+def _edits_invocation(path: str, root: str, edits: tuple[Edit, ...], title: str) -> Invocation:
+    reviewed = Reviewed()
+    runner = partial(_run_edits, path, root, edits, reviewed)
 
-    async def _run(
-        self,
-        path: str,
-        root: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool,
-        ctx: ToolContext,
-        call_id: str,
-    ) -> Outcome:
-        readable = may_read(ctx, path)
-        # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
-        old = await _old_text(ctx, path, root)
-        planned = await anyio.to_thread.run_sync(
-            partial(_plan_edit, path, old_string, new_string, replace_all, old, old_readable=readable),
-            abandon_on_cancel=True,
+    def change(old: str | None) -> str:  # for the preview, which shows nothing when the edit fails
+        return _plan_edits(path, edits, old, old_readable=False).new
+
+    return _edit_invocation(title, path, root, runner, change, reads_target=True, reviewed=reviewed)
+
+
+async def _run_edits(
+    path: str, root: str, edits: tuple[Edit, ...], reviewed: Reviewed, ctx: ToolContext, call_id: str
+) -> Outcome:
+    readable = may_read(ctx, path)
+    # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
+    old = await _old_text(ctx, path, root)
+    planned = await anyio.to_thread.run_sync(
+        partial(_plan_edits, path, edits, old, old_readable=readable), abandon_on_cancel=True
+    )
+    return await _commit(ctx, path, root, planned, reviewed)
+
+
+def edit_file(
+    path: str, root: str, old_string: str, new_string: str, replace_all: bool, *, old_readable: bool = True
+) -> Outcome:
+    """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
+    no closest lines, no count, no patch (the client still gets its diff)."""
+    edits = (Edit(old_string, new_string, replace_all),)
+    return _make(path, root, _plan_edits(path, edits, _disk_old(path, root), old_readable=old_readable))
+
+
+def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: bool) -> _Planned:
+    if isinstance(old, NotText):
+        raise old
+    if old is None:
+        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
+    result = apply_edits(old, edits, Budget(TOLERANCE_STEPS), EDIT_LIMIT)
+    if isinstance(result, Refused):
+        raise ToolFailed(_refusal(path, edits, result, hints=old_readable))
+    if not isinstance(result, Applied):
+        grown = f"{human_size(result.size)} long" if old_readable else "larger than that"  # a size tells the count
+        raise ToolFailed(f"the edit would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}")
+    verb = f"Edited ({result.count} replacements)" if result.count > 1 and old_readable else "Edited"
+    shown = show_change(path, old, result.text, verb, old_readable=old_readable)
+    text = shown.text
+    if old_readable and result.tolerances:
+        text = _forgiven(edits, result.tolerances) + text
+    return _Planned(result.text, Outcome(text, (shown.content,), locations=(Location(path, result.first_line),)))
+
+
+def _forgiven(edits: tuple[Edit, ...], tolerances: tuple[tuple[int, str], ...]) -> str:
+    """What the tolerance chain forgave, said first so the model checks the diff below against its intent."""
+    said = "".join(
+        f"{_which(edits, index)}old_string did not match exactly; it matched one place after {how}.\n"
+        for index, how in tolerances
+    )
+    return said + "Check the diff below.\n"
+
+
+def _which(edits: tuple[Edit, ...], index: int) -> str:
+    return f"edit {index + 1}: " if len(edits) > 1 else ""
+
+
+def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused, *, hints: bool) -> str:
+    which = _which(edits, refused.index)
+    tail = "; no edit was applied" if len(edits) > 1 else ""
+    why = refused.why
+    if isinstance(why, Ambiguous):
+        if not hints:
+            return (
+                f"{which}old_string matches more than once in {path}; include more surrounding context to make "
+                f"it unique, or set replace_all to true{tail}"
+            )
+        return which + ambiguity(path, refused.text, why, "old_string") + tail
+    if not hints:
+        return (
+            f"{which}old_string was not found in {path}; term2 shows nothing of its text because reading "
+            f"{path} needs the user's approval (ask for it with read_file){tail}"
         )
-        return await _commit(ctx, path, root, planned)
+    message = _not_found(path, refused.text, edits[refused.index].old)
+    if why.why is not None:
+        message += f" ({why.why})"
+    if refused.index:
+        message += f" (the {refused.index} edit{'s' if refused.index > 1 else ''} before it applied first)"
+    return which + message + tail
+
+
+def ambiguity(path: str, text: str, why: Ambiguous, subject: str) -> str:
+    """A refusal naming every place found (as far as MAX_PLACES), with its lines: only where the model may read."""
+    count = f"more than {why.count - 1}" if why.more else str(why.count)
+    how = f" (after {why.tolerance})" if why.tolerance else ""
+    lines = text.split("\n")
+    spans = []
+    shown = []
+    for first, last in why.places:
+        spans.append(f"{first}" if first == last else f"{first}-{last}")
+        shown += [f"{n:>6}\t{ellipsize(lines[n - 1], HINT_LINE_CHARS)}" for n in range(first, min(last, first + 4) + 1)]
+        if last > first + 4:
+            shown.append("       [...]")
+        shown.append("")
+    listing = keep_head("\n".join(shown), HINT_CHARS, "\n[... more places]")
+    times = "times" if why.tolerance is None else "places"
+    return (
+        f"{subject} matches {count} {times} in {path}{how}: lines {', '.join(spans)} "
+        f"(line numbers are not part of the file):\n{listing}\n"
+        "term2 does not guess which one was meant: include more surrounding lines to make it unique"
+        + (", or set replace_all to true" if why.tolerance is None and subject == "old_string" else "")
+    )
 
 
 def _not_found(path: str, text: str, old_string: str) -> str:
@@ -356,25 +522,3 @@ def _not_found(path: str, text: str, old_string: str) -> str:
         f"{message}. The closest text is at {where} (line numbers are not part of the file):\n{shown}\n"
         "Copy the text exactly from there (whitespace included) and call edit_file again."
     )
-
-
-def edit_file(
-    path: str, root: str, old_string: str, new_string: str, replace_all: bool, *, old_readable: bool = True
-) -> Outcome:
-    """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
-    no closest lines, no count, no patch (the client still gets its diff)."""
-    planned = _plan_edit(path, old_string, new_string, replace_all, _disk_old(path, root), old_readable=old_readable)
-    return _make(path, root, planned)
-
-
-def _plan_edit(
-    path: str, old_string: str, new_string: str, replace_all: bool, old: Old, *, old_readable: bool
-) -> _Planned:
-    if isinstance(old, NotText):
-        raise old
-    new, count = _replaced(path, old_string, new_string, replace_all, old, hints=old_readable)
-    before = old or ""  # _replaced refused a missing file
-    line = before.count("\n", 0, before.index(old_string)) + 1
-    verb = f"Edited ({count} replacements)" if count > 1 and old_readable else "Edited"
-    shown = show_change(path, before, new, verb, old_readable=old_readable)
-    return _Planned(new, Outcome(shown.text, (shown.content,), locations=(Location(path, line),)))

@@ -128,13 +128,25 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
 
 
 def needs_approval(invocation: Invocation, workspace: Workspace) -> bool:
-    return question(invocation, workspace) is not None
+    return any(question(part, workspace) is not None for part in invocation.parts or (invocation,))
 
 
 async def authorize(
     invocation: Invocation, pending: ToolCall, ctx: ToolContext
 ) -> DenialReason | None:
-    """None when the call may run, otherwise why it may not."""
+    """None when the call may run, otherwise why it may not.
+
+    A call that touches several files (apply_patch) is judged file by file, each asked in its own words, and
+    the first denial denies the whole call: nothing runs unless every file it touches is allowed.
+    """
+    for part in invocation.parts or (invocation,):
+        denial = await _authorize_one(part, pending, ctx)
+        if denial is not None:
+            return denial
+    return None
+
+
+async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolContext) -> DenialReason | None:
     workspace = ctx.access.workspace
     asked = question(invocation, workspace)
     if asked is None:
