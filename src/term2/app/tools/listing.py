@@ -228,16 +228,26 @@ class Glob:
 async def glob_paths(top: str, include: Include, root: str, limit: int, *, include_ignored: bool = False) -> str:
     if not os.path.isdir(top):
         raise ToolFailed(f"{shown(top)} is not a folder; glob searches folders")
-    args = ["--files", *ripgrep.BASE_ARGS, "--sort", "path", *include.rg_args()]
+    args = ["--files", *ripgrep.BASE_ARGS, *include.rg_args()]
     if include_ignored:
         args.append("--no-ignore")
     place = ripgrep.Place.of(top, root)
-    reader = PathReader(limit, lambda path: include.matches(os.fsdecode(place.below_top(path))))
+
+    def keep(path: bytes) -> bool:
+        return include.matches(os.fsdecode(place.below_top(path)))
+
+    reader = PathReader(limit * ripgrep.SORT_HERE, keep)  # rg in parallel; sorted here if that is all
     finished = await ripgrep.run(args, place, root, reader.feed)
+    if reader.more:  # too many to sort here: rg orders them and stops at the limit
+        reader = PathReader(limit, keep)
+        finished = await ripgrep.run([*args, "--sort", "path"], place, root, reader.feed)
+    else:
+        reader.keep_first(limit)
     failure = finished.failure()
     if failure is not None and not reader.paths:
         raise ToolFailed(f"glob failed: {failure}")
-    lines = [shown(display(os.path.join(top, os.fsdecode(place.below_top(p))), root)) for p in reader.paths]
+    shown_path = place.shown_under(root)
+    lines = [shown_path(p) for p in reader.paths]
     if not lines:
         return f"No files match {include.pattern} under {shown(display(top, root))}\n"
     if reader.more:
@@ -246,5 +256,5 @@ async def glob_paths(top: str, include: Include, root: str, limit: int, *, inclu
             "narrow the pattern or path]"
         )
     elif finished.stopped is not None and finished.stopped != "enough":
-        lines.append(f"[walk {finished.stopped}: files after the last one shown were not listed]")
+        lines.append(f"[walk {finished.stopped}: some files were not listed]")
     return "\n".join(lines) + "\n"

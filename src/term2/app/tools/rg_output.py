@@ -68,6 +68,13 @@ class MatchReader:
                     return False
         return True
 
+    def keep_first(self, limit: int) -> None:
+        """Keep the first `limit` matches in rg's `--sort path` order (name by name, then line)."""
+        self.matches.sort(key=lambda m: (m.path.split(b"/"), m.line))
+        if len(self.matches) > limit:
+            self.more = True
+            del self.matches[limit:]
+
     def _numbers_from(self, chunk: bytes, pos: int) -> int:
         while pos < len(chunk):
             byte = chunk[pos]
@@ -136,3 +143,10 @@ class PathReader:
                 return False
             self.paths.append(path)
         return True
+
+    def keep_first(self, limit: int) -> None:
+        """Keep the first `limit` paths in rg's `--sort path` order (name by name)."""
+        self.paths.sort(key=lambda p: p.split(b"/"))
+        if len(self.paths) > limit:
+            self.more = True
+            del self.paths[limit:]

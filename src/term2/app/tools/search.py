@@ -123,7 +123,7 @@ async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Coll
     grants = [g for g in opened if is_within(g, top) or is_within(top, g)] if folder else []
     args = [
         *ripgrep.BASE_ARGS, "--line-number", "--column", "--no-heading", "--with-filename",
-        "--sort", "path", "--engine", "auto", *ripgrep.SECRET_TYPE, "-e", query.pattern,
+        "--engine", "auto", *ripgrep.SECRET_TYPE, "-e", query.pattern,
     ]  # fmt: skip
     if query.ignore_case:
         args.append("--ignore-case")
@@ -134,7 +134,8 @@ async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Coll
     if folder and not grants:
         args += ["--type-not", "secret"]
     place = ripgrep.Place.of(top, root)
-    reader = MatchReader(limit, partial(_searched, place, query.include, grants if folder else None))
+    keep = partial(_searched, place, query.include, grants if folder else None)
+    reader = MatchReader(limit * ripgrep.SORT_HERE, keep)  # rg in parallel; sorted here if that is all
     ripgrep.check_top(top, root)  # a swapped top fails here, plainly, before anything runs
     secrets: list[int] = []
     if folder:
@@ -143,22 +144,28 @@ async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Coll
             finished = await _search_or_none(args, place, root, reader)
     else:
         finished = await _search_or_none(args, place, root, reader)
+    if finished is not None and reader.more:  # too many to sort here: rg orders them and stops at the limit
+        reader = MatchReader(limit, keep)
+        finished = await _search_or_none([*args, "--sort", "path"], place, root, reader)
+    else:
+        reader.keep_first(limit)
     if finished is None:
         raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {reader.error}")
     failure = finished.failure()
     if failure is not None and not reader.matches:
         raise ToolFailed(f"invalid regular expression or search: {failure}")
-    lines = [f"{_shown_path(place, m.path, root)}:{m.line}:{m.text}" for m in reader.matches]
+    shown_path = place.shown_under(root)
+    lines = [f"{shown_path(m.path)}:{m.line}:{m.text}" for m in reader.matches]
     if not lines:
         lines.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
     if reader.more:
         last = reader.matches[-1]
         lines.append(
             f"[truncated: the first {limit} matches in {ORDER}; matches after "
-            f"{_shown_path(place, last.path, root)}:{last.line} were left out: narrow the pattern, path or include]"
+            f"{shown_path(last.path)}:{last.line} were left out: narrow the pattern, path or include]"
         )
     elif finished.stopped is not None and finished.stopped != "enough":
-        lines.append(f"[search {finished.stopped}: files after the last match shown were not searched]")
+        lines.append(f"[search {finished.stopped}: some files were not searched]")
     if secrets and secrets[0]:
         lines.append(f"[{secrets[0]} secret files (.env) skipped; read_file asks before reading them]")
     return "\n".join(lines) + "\n"
@@ -206,10 +213,3 @@ async def _count_secrets(
     except (OSError, ToolFailed):
         return  # the search itself fails the same way and says why
     into.append(len(reader.paths))
-
-
-def _shown_path(place: ripgrep.Place, path: bytes, root: str) -> str:
-    """A path rg printed as the model sees it: relative to the root when inside it."""
-    top = place.top
-    base = top if os.path.isdir(top) else os.path.dirname(top)
-    return shown(display(os.path.join(base, os.fsdecode(place.below_top(path))), root))
