@@ -1,0 +1,315 @@
+"""Issue 24 end to end: the real `term2 exec` process against the fake model server.
+
+A person's view goes through a pseudo-terminal (rendering, approvals typed on
+it, Ctrl-C as the key press); a script's through pipes (the final answer, the
+JSON stream, exit statuses, approvals refused without a terminal). Sessions
+are shared with the real `term2 acp` both ways, through one TERM2_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import llm_env
+from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
+from tests.support.acp_process import AcpProcess, updates
+from tests.support.exec_process import PtyExec, Ran, exec_env, run_piped, start_piped
+from tests.support.schemas import check_definition
+
+EDIT_OPTIONS = [
+    "1) Allow once",
+    "2) Allow edits to this file (session)",
+    "3) Allow edits in this folder (session)",
+    "4) Reject",
+]
+
+
+@dataclass
+class Setup:
+    base: Path
+    root: Path
+    llm: FakeLLMServer
+    ptys: list[PtyExec]
+
+    @property
+    def home(self) -> Path:
+        return self.base / "term2-home"  # where AcpProcess(base) keeps its store too
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return exec_env(self.home, {**llm_env(self.llm), **extra})
+
+    def piped(self, *args: str, stdin: str = "", **extra: str) -> Ran:
+        return run_piped(list(args), self.env(**extra), self.root, stdin)
+
+    def pty(self, *args: str) -> PtyExec:
+        proc = PtyExec(list(args), self.env(), self.root)
+        self.ptys.append(proc)
+        return proc
+
+    def outside_file(self, text: str = "old\n") -> Path:
+        folder = self.base / "outside"
+        folder.mkdir(exist_ok=True)
+        target = folder / "notes.txt"
+        target.write_text(text)
+        return target
+
+    def said_to_model(self, index: int = -1) -> str:
+        return json.dumps(self.llm.requests[index].body)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# demo\n")
+    with start_fake_llm() as llm:
+        made = Setup(tmp_path, root, llm, [])
+        yield made
+        for proc in made.ptys:
+            proc.kill()
+
+
+def write_call(path: Path, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"path": str(path), "content": content}}
+
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    """Every stdout line parsed; each must be one JSON object with a type."""
+    assert stdout.endswith("\n"), f"unterminated last line: {stdout[-200:]!r}"
+    objects = []
+    for line in stdout.splitlines():
+        obj = json.loads(line)
+        assert isinstance(obj, dict) and obj.get("type") in ("update", "result"), line
+        objects.append(obj)
+    return objects
+
+
+def result_of(stdout: str) -> dict[str, Any]:
+    objects = json_lines(stdout)
+    assert [o["type"] for o in objects].count("result") == 1 and objects[-1]["type"] == "result", objects
+    return objects[-1]
+
+
+# --- a person at a terminal --------------------------------------------------------
+
+
+def test_a_text_turn_is_streamed_then_drawn_as_markdown_on_a_terminal(setup: Setup) -> None:
+    setup.llm.push({"text": "# Heading\n\nSome **bold** words.\n\n- one\n- two", "chunks": 6})
+    proc = setup.pty("say hi")
+    assert proc.wait() == 0
+    raw = proc.output
+    assert b"Some **bold**" in raw, "the reply was not streamed as it came"
+    assert b"\x1b[1mbold\x1b[0m" in raw, "the finished message was not rendered as Markdown"
+    shown = proc.text()
+    assert "• one" in shown and "• two" in shown
+    assert "── end turn · " in shown and " in · " in shown and " out" in shown  # usage at the end
+    assert shown.rstrip().endswith("out"), shown[-500:]
+
+
+@pytest.mark.parametrize(("answer", "written", "mark"), [("1", "new\n", "✓"), ("4", "old\n", "✗")])
+def test_an_approval_is_asked_and_answered_on_the_terminal(
+    setup: Setup, answer: str, written: str, mark: str
+) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "finished"})
+    proc = setup.pty("edit the notes")
+    proc.expect("choose 1-4")
+    shown = proc.text()
+    assert f"Allow editing {target}?" in shown
+    assert all(option in shown for option in EDIT_OPTIONS), shown  # the choices ACP offers for an edit
+    assert "-old" in shown and "+new" in shown  # the proposed diff, before anything is written
+    assert target.read_text() == "old\n"
+    proc.send(answer.encode() + b"\n")
+    assert proc.wait() == 0
+    assert target.read_text() == written
+    status = "completed" if mark == "✓" else "failed"
+    assert f"{mark} edit    Write {target}  {status}" in proc.text()
+
+
+def test_ctrl_c_on_the_terminal_cancels_the_turn_after_a_finished_edit(setup: Setup) -> None:
+    target = setup.root / "made.txt"
+    content = "".join(f"line {i}\n" for i in range(2000))
+    setup.llm.push(
+        {"tool_calls": [write_call(target, content)]},
+        {"text": "now I think for a long while", "stall_after": 1, "stall_seconds": 60},
+    )
+    proc = setup.pty("write it")
+    assert setup.llm.wait_for_request(2, timeout=60)
+    proc.expect("now")  # the stalled reply has begun: the edit before it has finished
+    proc.send(b"\x03")
+    assert proc.wait() == 130
+    shown = proc.text()
+    assert f"✓ edit    Write {target}" in shown
+    assert "cancelling the turn" in shown and "── cancelled" in shown
+    assert target.read_text() == content
+
+
+# --- a script ----------------------------------------------------------------------
+
+
+def test_without_a_terminal_every_approval_fails_closed_and_stdout_is_the_answer(setup: Setup) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"text": "let me edit", "tool_calls": [write_call(target, "new\n")]}, {"text": "I could not."})
+    ran = setup.piped("edit the notes")
+    assert ran.status == 0
+    assert target.read_text() == "old\n"
+    assert f"term2: refused without asking (no terminal to ask on): Allow editing {target}?" in ran.stderr
+    assert ran.stdout == "I could not.\n"  # the final answer, and nothing else
+
+
+def test_the_prompt_is_read_from_stdin(setup: Setup) -> None:
+    assert setup.piped("-", stdin="from a pipe\n").stdout == "echo: from a pipe\n"
+    assert setup.piped(stdin="no argument at all").stdout == "echo: no argument at all\n"
+
+
+def test_json_is_the_acp_update_stream_then_one_result(setup: Setup) -> None:
+    target = setup.root / "inside.txt"
+    setup.llm.push({"text": "writing", "tool_calls": [write_call(target, "hello\n")]}, {"text": "done"})
+    ran = setup.piped("--json", "write inside")
+    assert ran.status == 0, ran.stderr
+    objects = json_lines(ran.stdout)
+    result = result_of(ran.stdout)
+    session_id = result["sessionId"]
+    for obj in objects[:-1]:
+        assert obj["sessionId"] == session_id
+        notification = {"sessionId": obj["sessionId"], "update": obj["update"]}
+        check_definition(2, "UpdateSessionNotification", notification, "term2 exec --json line")
+    kinds = [o["update"]["sessionUpdate"] for o in objects[:-1]]
+    assert kinds[0] == "state_update" and kinds[1] == "user_message"
+    assert "agent_message_chunk" in kinds and "tool_call_update" in kinds
+    calls = [o["update"] for o in objects[:-1] if o["update"]["sessionUpdate"] == "tool_call_update"]
+    assert calls[-1]["status"] == "completed" and calls[-1]["content"][0]["type"] == "diff"
+    assert objects[-2]["update"] == {**objects[-2]["update"], "state": "idle", "stopReason": "end_turn"}
+    assert result["stopReason"] == "end_turn"
+    usage = result["usage"]
+    assert usage["inputTokens"] > 0 and usage["outputTokens"] > 0
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+    assert target.read_text() == "hello\n"
+
+
+def test_sigint_ends_a_scripted_turn_cancelled_with_the_finished_edit_reported(setup: Setup) -> None:
+    target = setup.root / "made.txt"
+    content = "".join(f"row {i}\n" for i in range(2000))
+    setup.llm.push(
+        {"tool_calls": [write_call(target, content)]},
+        {"text": "stalling now", "stall_after": 1, "stall_seconds": 60},
+    )
+    proc = start_piped(["--json", "write it"], setup.env(), setup.root)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(line.decode() for line in proc.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        assert setup.llm.wait_for_request(2, timeout=60)
+        deadline = time.monotonic() + 60
+        while not any('"agent_message_chunk"' in line for line in list(seen)):  # the stalled reply has begun
+            assert time.monotonic() < deadline and proc.poll() is None, seen
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        reader.join(10)
+        errors = proc.stderr.read() if proc.stderr else b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, errors
+    result = result_of("".join(seen))
+    assert result["stopReason"] == "cancelled"
+    stream = [o["update"] for o in json_lines("".join(seen)) if o["type"] == "update"]
+    calls = [u for u in stream if u["sessionUpdate"] == "tool_call_update"]
+    assert calls[-1]["status"] == "completed"
+    assert target.read_text() == content
+    assert b"cancelling the turn" in errors
+
+
+TURN_ENDINGS = [
+    ({"text": "all good"}, {}, 0, "end_turn"),
+    ({"text": "I will not", "finish": "content_filter"}, {}, 3, "refusal"),
+    ({"text": "cut sh", "finish": "length"}, {}, 4, "max_tokens"),
+    ({"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}, {"TERM2_MAX_TURN_REQUESTS": "1"}, 5,
+     "max_turn_requests"),
+    ({"status": 401}, {}, 1, "error"),
+]
+
+
+@pytest.mark.parametrize(("reply", "env", "status", "stop"), TURN_ENDINGS, ids=[t[3] for t in TURN_ENDINGS])
+def test_each_way_a_turn_ends_has_its_exit_status(
+    setup: Setup, reply: dict[str, Any], env: dict[str, str], status: int, stop: str
+) -> None:
+    setup.llm.push(reply)
+    ran = setup.piped("--json", "go", **env)
+    assert ran.status == status, ran.stderr
+    result = result_of(ran.stdout)
+    assert result["stopReason"] == stop
+    assert ("error" in result) is (stop == "error")
+
+
+def test_a_refused_command_line_folder_or_session_exits_2_with_nothing_on_stdout(setup: Setup) -> None:
+    for args in (
+        ["--cd", "/", "go"],
+        ["--cd", str(setup.base / "missing"), "go"],
+        ["--resume", "sess_unknown", "go"],
+        ["--continue", "go"],  # no session in the folder yet
+        ["--resume", "x", "--continue", "go"],
+        ["--effort", "extreme", "go"],
+        [" "],
+    ):
+        ran = setup.piped(*args)
+        assert ran.status == 2, (args, ran)
+        assert ran.stdout == "", args
+        assert "error" in ran.stderr.lower(), (args, ran.stderr)
+    assert not setup.llm.requests
+
+
+# --- the same sessions as the editor ---------------------------------------------
+
+
+def test_exec_resumes_a_session_made_over_acp(setup: Setup) -> None:
+    acp = AcpProcess(setup.base, env=llm_env(setup.llm))
+    try:
+        acp.initialize(2)
+        session_id = acp.new_session(setup.root)
+        acp.prompt_v2(session_id, "remember the word apricot")
+        assert acp.close() == 0
+        acp.validate_schemas()
+    finally:
+        acp.kill()
+    ran = setup.piped("--json", "--resume", session_id, "which word?")
+    assert ran.status == 0, ran.stderr
+    assert result_of(ran.stdout)["sessionId"] == session_id
+    assert "remember the word apricot" in setup.said_to_model() and "which word?" in setup.said_to_model()
+    again = setup.piped("--json", "--continue", "and again?")
+    assert result_of(again.stdout)["sessionId"] == session_id
+    assert "which word?" in setup.said_to_model()
+
+
+def test_an_editor_lists_and_resumes_a_session_made_by_exec(setup: Setup) -> None:
+    made = setup.piped("--json", "remember the word quince")
+    session_id = result_of(made.stdout)["sessionId"]
+    acp = AcpProcess(setup.base, env=llm_env(setup.llm))
+    try:
+        acp.initialize(2)
+        listed = acp.result("session/list", {"cwd": str(setup.root)})["sessions"]
+        assert [(s["sessionId"], s["cwd"]) for s in listed] == [(session_id, os.path.realpath(setup.root))]
+        assert listed[0]["title"].startswith("remember the word quince")
+        replayed = acp.call(
+            "session/resume", {"sessionId": session_id, "cwd": str(setup.root), "replayFrom": {"type": "start"}}
+        )
+        assert "result" in replayed, replayed
+        texts = [u["content"][0]["text"] for u in updates(acp.log, "user_message")]
+        assert texts == ["remember the word quince"]
+        acp.prompt_v2(session_id, "which word was it?")
+        assert "remember the word quince" in setup.said_to_model()
+        assert acp.close() == 0
+        acp.validate_schemas()
+    finally:
+        acp.kill()

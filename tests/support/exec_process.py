@@ -1,0 +1,158 @@
+"""Run the real `term2 exec` process: through pipes (a script's view), or on a pseudo-terminal (a person's).
+
+On the pseudo-terminal the child is a session leader with the pty as its
+controlling terminal, so writing Ctrl-C (\\x03) to it makes the line
+discipline send SIGINT, exactly as a key press does.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\r")
+
+
+def exec_env(home: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("TERM2_") and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")
+    }
+    env.update(
+        {
+            "TERM2_HOME": str(home),
+            "XDG_CONFIG_HOME": str(home.parent / "xdg-config"),
+            "PYTHONUNBUFFERED": "1",
+            "TERM": "xterm-256color",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Ran:
+    status: int
+    stdout: str
+    stderr: str
+
+
+def run_piped(
+    args: list[str], env: dict[str, str], cwd: Path, stdin: str = "", timeout: float = 60.0
+) -> Ran:
+    """`term2 exec ARGS` with stdin, stdout and stderr all pipes: no terminal anywhere."""
+    done = subprocess.run(
+        [sys.executable, "-m", "term2", "exec", *args],
+        input=stdin.encode(),
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+    return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def start_piped(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "term2", "exec", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+
+
+class PtyExec:
+    """`term2 exec ARGS` on a pseudo-terminal of `rows` x `cols`; everything it draws is kept in `.output`."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, rows: int = 40, cols: int = 120) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: the pty is its controlling terminal and stdin, stdout and stderr
+            try:
+                os.chdir(cwd)
+                os.execve(sys.executable, [sys.executable, "-m", "term2", "exec", *args], env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.output = b""
+        self._lock = threading.Lock()
+        self._status: int | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # EIO: the child closed its side
+                return
+            if not data:
+                return
+            with self._lock:
+                self.output += data
+
+    def text(self) -> str:
+        """What was drawn, without colours and cursor movements."""
+        with self._lock:
+            return ANSI.sub(b"", self.output).decode("utf-8", "replace")
+
+    def expect(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} never appeared; the terminal shows:\n{self.text()[-3000:]}")
+            if self.poll() is not None and needle not in self.text():
+                self._reader.join(5)
+                if needle in self.text():
+                    return
+                raise AssertionError(f"term2 exited ({self._status}) before {needle!r}:\n{self.text()[-3000:]}")
+            time.sleep(0.02)
+
+    def send(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def poll(self) -> int | None:
+        if self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
+    def wait(self, timeout: float = 60.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"term2 exec did not exit; the terminal shows:\n{self.text()[-3000:]}")
+            time.sleep(0.02)
+        self._reader.join(5)
+        assert self._status is not None
+        return self._status
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self._status = -9
+        self.close()
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
