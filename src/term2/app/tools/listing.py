@@ -233,9 +233,10 @@ async def glob_paths(top: str, include: Include, root: str, limit: int, *, inclu
         args.append("--no-ignore")
     place = ripgrep.Place.of(top, root)
 
-    def keep(path: bytes) -> bool:
+    def matching(path: bytes) -> bool:
         return include.matches(os.fsdecode(place.below_top(path)))
 
+    keep = matching if include.anchored else None  # a name glob was rg's own file type
     reader = PathReader(limit * ripgrep.SORT_HERE, keep)  # rg in parallel; sorted here if that is all
     finished = await ripgrep.run(args, place, root, reader.feed)
     if reader.more:  # too many to sort here: rg orders them and stops at the limit

@@ -122,26 +122,24 @@ class MatchReader:
 
 
 class PathReader:
-    """Collects NUL-ended paths from `rg --files --null`, up to `limit` of those `keep` accepts."""
+    """Collects NUL-ended paths from `rg --files --null`, up to `limit` of those `keep` accepts (all: None)."""
 
-    def __init__(self, limit: int, keep: Callable[[bytes], bool] = lambda _: True) -> None:
+    def __init__(self, limit: int, keep: Callable[[bytes], bool] | None = None) -> None:
         self.limit = limit
         self.keep = keep
         self.paths: list[bytes] = []
         self.more = False
-        self._partial = bytearray()
+        self._partial = b""
 
     def feed(self, chunk: bytes) -> bool:
-        self._partial += chunk
-        *complete, rest = bytes(self._partial).split(b"\0")
-        self._partial = bytearray(rest)
-        for path in complete:
-            if not self.keep(path):
-                continue
-            if len(self.paths) == self.limit:
-                self.more = True
-                return False
-            self.paths.append(path)
+        *complete, self._partial = (self._partial + chunk).split(b"\0")
+        if self.keep is not None:
+            complete = [path for path in complete if self.keep(path)]
+        room = self.limit - len(self.paths)
+        self.paths += complete[:room]
+        if len(complete) > room:
+            self.more = True
+            return False
         return True
 
     def keep_first(self, limit: int) -> None:
