@@ -270,7 +270,12 @@ def test_v1_has_no_state_updates() -> None:
 
 
 def test_v1_usage_update() -> None:
-    assert v1(UsageChanged(used=10, size=100)) == [{"sessionUpdate": "usage_update", "used": 10, "size": 100}]
+    reported = {"term2": {"usage": "reported"}}
+    assert v1(UsageChanged(used=10, size=100)) == [
+        {"sessionUpdate": "usage_update", "used": 10, "size": 100, "_meta": reported}
+    ]
+    estimated = v1(UsageChanged(used=10, size=100, estimated=True))
+    assert estimated[0]["_meta"] == {"term2": {"usage": "estimated"}}
 
 
 # -- v2 -------------------------------------------------------------------------------
@@ -420,7 +425,10 @@ def test_v2_state_update(event: StateChanged, expected: dict[str, Any]) -> None:
 
 
 def test_v2_usage_update() -> None:
-    assert v2(UsageChanged(used=5, size=50)) == [{"sessionUpdate": "usage_update", "used": 5, "size": 50}]
+    reported = {"term2": {"usage": "reported"}}
+    assert v2(UsageChanged(used=5, size=50)) == [{"sessionUpdate": "usage_update", "used": 5, "size": 50, "_meta": reported}]
+    estimated = v2(UsageChanged(used=5, size=50, estimated=True))
+    assert estimated[0]["_meta"] == {"term2": {"usage": "estimated"}}
 
 
 @pytest.mark.parametrize("renderer", [V1Renderer(), V2Renderer()])

@@ -38,8 +38,10 @@ from term2.domain.turn import FinishReason, StopReason, TurnLimits, after_respon
 from term2.ports.llm import (
     ContextWindowExceeded,
     Finished,
+    IncompleteResponse,
     LLMError,
     LLMProvider,
+    ProviderTimeout,
     ReasoningReady,
     TextDelta,
     ThoughtDelta,
@@ -119,11 +121,20 @@ async def run_loop(
     meter = meter or Meter()
     compactor = compactor or Compactor(llm, ContextBudget(window), ctx, meter)
     requests = 0
+    waiting = 0.0  # seconds this turn has waited on the model (limits.model_time bounds it)
     while True:
         requests += 1
         transcript.offer(toolbox.specs())  # MCP tools change between requests when a server says so
-        await compactor.before_request(transcript)
-        response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
+        started = anyio.current_time()
+        with anyio.move_on_after(max(0.0, limits.model_time - waiting)) as bound:
+            await compactor.before_request(transcript)
+            response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
+        waiting += anyio.current_time() - started
+        if bound.cancelled_caught:
+            raise ProviderTimeout(
+                f"The turn waited on the model for more than turn_timeout ({limits.model_time:g} s); what it said "
+                "so far is kept. Raise turn_timeout in config.toml for longer turns."
+            )
         await compactor.report_usage(transcript)
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
@@ -212,12 +223,20 @@ async def _respond(
             if overflows > MAX_OVERFLOW_RETRIES or not await compactor.on_overflow(transcript, overflows):
                 raise
             continue
+        except IncompleteResponse as exc:  # some servers answer a prompt too long for them with an empty stream
+            if not compactor.probable_overflow(transcript):
+                raise
+            overflows += 1
+            log.warning("empty or cut-short answer near the context window", session_id=ctx.session_id, error=str(exc))
+            if response.started or overflows > 1 or not await compactor.on_overflow(transcript, 1):
+                raise compactor.overflow_error(transcript) from exc
+            continue
         except LLMError as exc:
             if response.started or not exc.transient:
                 raise
             failed += 1
             wait = policy.delay(failed, waited, exc.retry_after, backoff.jitter())
-            if wait is None:
+            if wait is None or (exc.retry_limit is not None and failed > exc.retry_limit):
                 raise
             notice = retry_notice(wait, failed + 1, policy, exc.kind, exc.status)
             log.warning("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))

@@ -39,7 +39,7 @@ from term2.domain.transcript import (
     quote_lines,
 )
 from term2.domain.truncation import keep_head
-from term2.ports.llm import CompletionRequest, LLMError, LLMProvider, TextDelta, Usage
+from term2.ports.llm import CompletionRequest, ContextWindowExceeded, LLMError, LLMProvider, TextDelta, Usage
 from term2.ports.tools import ToolContext
 from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
 
@@ -132,9 +132,41 @@ class Compactor:
         self._meter = meter  # a summary is a model request too: its tokens are the session's cost
 
     async def before_request(self, transcript: Transcript) -> None:
-        """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it)."""
-        if self._budget.over(transcript.occupancy()) and self._sheddable(transcript):
-            await self.compact(transcript, forced=False)
+        """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it).
+
+        What no compaction can shed (the system prompt, the tools the model is
+        shown, the newest prompt) over the whole window fails the turn at once:
+        sending it only earns the server's refusal, or from some servers an
+        empty answer. An estimate the last compaction could not lower does not
+        compact again until the conversation has grown: another summary would
+        shed nothing and evict the server's prompt cache.
+        """
+        window = self._budget.window
+        fixed = transcript.prompt_tokens()
+        if window is not None and fixed > window:
+            what = "the system prompt, the tool definitions and your prompt alone come"
+            raise ContextWindowExceeded(too_long_message(fixed, window, what))
+        occupancy = transcript.occupancy()
+        if not self._budget.over(occupancy) or not self._sheddable(transcript):
+            return
+        floor = transcript.memory.floor
+        if floor is not None and occupancy <= floor + self._budget.regrowth:
+            log.info("compaction skipped: the last one could not lower the estimate", tokens=occupancy, floor=floor)
+            return
+        await self.compact(transcript, forced=False)
+
+    def probable_overflow(self, transcript: Transcript) -> bool:
+        """Whether an empty or cut-short answer to this request most likely means it did not fit the window."""
+        return self._budget.over(transcript.occupancy())
+
+    def overflow_error(self, transcript: Transcript) -> ContextWindowExceeded:
+        """The turn's end when the server kept answering a request near its window with nothing."""
+        tokens, window = transcript.occupancy(), self._budget.window
+        if window is None:
+            return ContextWindowExceeded(
+                "The model answered with an empty response twice; the request may not fit its context window"
+            )
+        return ContextWindowExceeded(too_long_message(tokens, window, "the request comes", empty=True))
 
     def _sheddable(self, transcript: Transcript) -> bool:
         protected = self._budget.protected
@@ -159,6 +191,8 @@ class Compactor:
             await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
             return False
         await transcript.compact(compaction)
+        after = transcript.occupancy()
+        transcript.memory.floor = after if self._budget.over(after) else None
         summary = compaction.summary or f"Cleared {len(compaction.cleared)} old tool outputs."
         await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=summary))
         await self.report_usage(transcript)
@@ -180,7 +214,12 @@ class Compactor:
         clearing = ContextCompaction(compaction_id, cleared=cleared)
         after = apply_compaction(transcript.messages, clearing)
         target = budget.target
-        if cleared and not forced and target is not None and transcript.fixed_tokens + tokens_of(after) <= target:
+        if (
+            cleared
+            and not forced
+            and target is not None
+            and transcript.fixed_tokens + transcript.memory.scale(tokens_of(after)) <= target
+        ):
             return clearing
         cut = _useful_cut(after, protected)
         if cut == 0:
@@ -238,7 +277,19 @@ class Compactor:
         """The context's occupancy against the window, with the session's cost: after each request and compaction."""
         if self._budget.window is not None:
             cost = self._meter.session_cost if self._meter is not None else None
-            await self._ctx.emit(UsageChanged(transcript.occupancy(), self._budget.window, cost))
+            used, size = transcript.occupancy(), self._budget.window
+            await self._ctx.emit(UsageChanged(used, size, cost, estimated=not transcript.reported))
+
+
+def too_long_message(tokens: int, window: int, what: str, *, empty: bool = False) -> str:
+    """Why a turn stopped for the window, with the numbers and what the user can change."""
+    said = "the model answered with an empty response, most likely because " if empty else ""
+    text = (
+        f"{said}{what} to about {tokens:,} tokens (term2's estimate), more than fits the model's "
+        f"{window:,}-token context window. Declare the window the server really has (context_window under "
+        '[models."<id>"] in config.toml), start the server with a larger context, or start a new session.'
+    )
+    return text[0].upper() + text[1:]
 
 
 def _useful_cut(messages: list[ModelMessage], protected: int) -> int:

@@ -12,10 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from term2.ports.catalog import DeclaredModel
+from term2.ports.catalog import DeclaredModel, RequestOptions
 
 EFFORTS = ("minimal", "low", "medium", "high")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+TOOL_CHOICES = ("auto", "none", "required")
+_DECLARING = frozenset({"provider", "context_window", "supports_reasoning", "max_output_tokens"})
+_OPTIONS = frozenset({"tool_choice", "stream_usage", "extra_body"})
+# Body fields term2 itself writes: an extra_body naming one would change what the wire means.
+_OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +59,13 @@ class Settings:
     retry_max_attempts: int = 6  # attempts per model request, the first included; 1 turns retries off
     retry_max_wait: float = 120.0  # seconds of backoff per model request, over all its retries
     compaction_threshold: float = 0.8  # of the usable context window; past it the next request compacts first
+    turn_timeout: float = 1800.0  # seconds one turn may spend waiting on the model, over all its requests
     mcp_startup_timeout: float = 30.0  # seconds an MCP server the client names has to start and answer (ADR 0023)
     mcp_call_timeout: float = 300.0  # seconds one MCP tool call may take
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
+    model_options: Mapping[str, RequestOptions] = field(default_factory=dict)  # per model id, `[models."<id>"]`
     # `[network.resolve]`: (name, port) -> (address, port) for the proxy, like curl --resolve (ADR 0030)
     network_resolve: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
@@ -121,7 +128,7 @@ def _from_file(path: Path) -> dict[str, Any]:
     if "compaction_threshold" in data:
         value = _expect((int, float), data["compaction_threshold"], f"{where}: compaction_threshold")
         out["compaction_threshold"] = float(value)
-    for key in ("mcp_startup_timeout", "mcp_call_timeout"):
+    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout"):
         if key in data:
             out[key] = float(_expect((int, float), data[key], f"{where}: {key}"))
     _check_ranges(out, where)
@@ -141,21 +148,57 @@ def _from_file(path: Path) -> dict[str, Any]:
             wire=cast(Wire | None, wire),
         )
     models: dict[str, DeclaredModel] = {}
+    options: dict[str, RequestOptions] = {}
     for name, block in _expect(dict, data.get("models", {}), f"{where}: models").items():
         block = _expect(dict, block, f"{where}: models.{name}")
         at = f"{where}: models.{name}"
-        models[name] = DeclaredModel(
-            provider=_expect(str, block.get("provider", name.partition("/")[0]), f"{at}.provider"),
-            context_window=_expect((int, type(None)), block.get("context_window"), f"{at}.context_window"),
-            supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{at}.supports_reasoning"),
-        )
+        if set(block) & _OPTIONS:
+            options[name] = _request_options(block, at)
+        if set(block) & _DECLARING or not set(block) & _OPTIONS:  # options alone keep the catalog's entry
+            models[name] = _declared(name, block, at)
     out["providers"] = providers
     out["models"] = models
+    out["model_options"] = options
     if "network" in data:  # parsed only when present: this runs before `initialize` is answered
         from term2.app.network_config import network_resolve
 
         out["network_resolve"] = network_resolve(data["network"], where)
     return out
+
+
+def _positive(value: int | None, where: str) -> int | None:
+    if value is not None and value < 1:
+        raise ConfigError(f"{where} must be at least 1")
+    return value
+
+
+def _declared(name: str, block: Mapping[str, Any], at: str) -> DeclaredModel:
+    return DeclaredModel(
+        provider=_expect(str, block.get("provider", name.partition("/")[0]), f"{at}.provider"),
+        context_window=_positive(
+            _expect((int, type(None)), block.get("context_window"), f"{at}.context_window"), f"{at}.context_window"
+        ),
+        supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{at}.supports_reasoning"),
+        max_output_tokens=_positive(
+            _expect((int, type(None)), block.get("max_output_tokens"), f"{at}.max_output_tokens"),
+            f"{at}.max_output_tokens",
+        ),
+    )
+
+
+def _request_options(block: Mapping[str, Any], at: str) -> RequestOptions:
+    choice = _expect((str, type(None)), block.get("tool_choice"), f"{at}.tool_choice")
+    if choice is not None and choice not in TOOL_CHOICES:
+        raise ConfigError(f"{at}.tool_choice must be one of {', '.join(TOOL_CHOICES)}, got {choice!r}")
+    extra = _expect(dict, block.get("extra_body", {}), f"{at}.extra_body")
+    owned = sorted(set(extra) & _OWN_FIELDS)
+    if owned:
+        raise ConfigError(f"{at}.extra_body may not set {', '.join(owned)}: term2 writes those itself")
+    return RequestOptions(
+        tool_choice=choice,
+        stream_usage=_expect(bool, block.get("stream_usage", True), f"{at}.stream_usage"),
+        extra_body=tuple(extra.items()),
+    )
 
 
 def _check_ranges(values: Mapping[str, Any], source: str) -> None:
@@ -173,7 +216,7 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: retry_max_wait must be zero or more seconds")
     if not 0.1 <= values.get("compaction_threshold", 0.8) <= 0.95:
         raise ConfigError(f"{source}: compaction_threshold must be between 0.1 and 0.95")
-    for key in ("mcp_startup_timeout", "mcp_call_timeout"):
+    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout"):
         if not values.get(key, 1.0) > 0:  # NaN too
             raise ConfigError(f"{source}: {key} must be a positive number of seconds")
 
@@ -205,6 +248,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         ("compaction_threshold", float, "a number"),
         ("mcp_startup_timeout", float, "a number"),
         ("mcp_call_timeout", float, "a number"),
+        ("turn_timeout", float, "a number"),
     ):
         name = f"TERM2_{key.upper()}"
         if env.get(name):

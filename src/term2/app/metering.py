@@ -22,6 +22,7 @@ class Meter:
         self._prior_cost: float | None = 0.0
         self._prices: Prices | None = None
         self.turn = TokenUsage()
+        self.reported = False  # whether the provider reported any usage this turn
 
     def start(self, history: Iterable[HistoryEntry], prices: Prices | None) -> None:
         """Take the session's totals so far from its recorded turns."""
@@ -32,6 +33,7 @@ class Meter:
         self._prior_cost = None if prices is None or None in costs else sum(c for c in costs if c is not None)
 
     def add(self, usage: Usage) -> None:
+        self.reported = True
         self.turn = self.turn + TokenUsage(
             usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usage.cache_write_tokens,
             usage.reasoning_tokens,
@@ -47,7 +49,7 @@ class Meter:
         return None if turn is None or self._prior_cost is None else self._prior_cost + turn
 
     def spent(self) -> Spent:
-        return Spent(self.turn, self._prior + self.turn, self.turn_cost, self.session_cost)
+        return Spent(self.turn, self._prior + self.turn, self.turn_cost, self.session_cost, self.reported)
 
     def record(self, turn_id: str) -> TurnUsage | None:
         """The entry to keep for this turn, or None when it spent nothing."""

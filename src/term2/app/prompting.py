@@ -168,7 +168,10 @@ class PromptService:
         servers = self._mcp.servers(session.session_id) if self._mcp is not None else None
         toolbox = await session_toolbox(self._toolbox, servers)
         key = cache_key(session.session_id)
-        transcript = Transcript(system, toolbox.specs(), model_transcript(entries), record, key)
+        messages = model_transcript(entries)
+        transcript = Transcript(
+            system, toolbox.specs(), messages, record, key, memory=opened.context, max_tokens=budget.max_output
+        )
         await transcript.add(ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,

@@ -12,7 +12,7 @@ from term2.app.config import Settings
 from term2.app.model_resolution import resolve_model, resolve_quickly
 from term2.app.wires import route
 from term2.domain.errors import ModelNotConfigured
-from term2.ports.catalog import ModelCatalog
+from term2.ports.catalog import ModelCatalog, RequestOptions
 from term2.ports.llm import ProviderSettings
 
 
@@ -46,4 +46,7 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
         supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
         prices=info.prices if info else None,
         max_output_tokens=info.max_output_tokens if info else None,
+        request_options=settings.model_options.get(resolved.model)
+        or settings.model_options.get(settings.model)
+        or RequestOptions(),
     )

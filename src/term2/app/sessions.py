@@ -15,6 +15,7 @@ from term2.app.clock import new_session_id, utc_now
 from term2.app.instructions import ProjectInstructions
 from term2.app.mcp.servers import McpSessions, Notify
 from term2.app.turn import Turn
+from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry, compact
@@ -87,6 +88,7 @@ class OpenSession:
     instructions: ProjectInstructions  # the project's instruction files, cached until they change
     turn: Turn = field(default_factory=Turn)
     history: KnownHistory = field(default_factory=KnownHistory)
+    context: ContextMemory = field(default_factory=ContextMemory)  # what the provider's counts taught, across turns
 
 
 class SessionRegistry:

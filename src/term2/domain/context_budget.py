@@ -23,6 +23,7 @@ class ContextBudget:
     window: int | None  # tokens; None when neither the catalog nor the config knows it
     threshold: float = 0.8
     output_reserve: int | None = None  # tokens left for the answer; default a fifth of the window, at most 16k
+    max_output: int | None = None  # the `max_tokens` every turn request carries (`context_estimate.output_limit`)
 
     @property
     def usable(self) -> int | None:
@@ -46,6 +47,12 @@ class ContextBudget:
         """Recent tokens kept word for word by a compaction."""
         usable = self.usable
         return UNKNOWN_WINDOW_PROTECTED if usable is None else usable // 4
+
+    @property
+    def regrowth(self) -> int:
+        """How much an estimate must grow past what a compaction could not lower before compacting is worth it again."""
+        usable = self.usable
+        return UNKNOWN_WINDOW_PROTECTED if usable is None else max(1, usable // 10)
 
     @property
     def target(self) -> int | None:

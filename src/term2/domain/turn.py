@@ -30,6 +30,7 @@ class FinishReason(StrEnum):
 class TurnLimits:
     max_model_requests: int = 50
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # per model request; retries are not requests
+    model_time: float = 1800.0  # seconds one turn may wait on the model, all requests and retry waits included
 
 
 def after_response(finish: FinishReason, requested_tools: int) -> StopReason | None:

@@ -29,6 +29,25 @@ class DeclaredModel:
     provider: str
     context_window: int | None = None
     supports_reasoning: bool = False
+    max_output_tokens: int | None = None  # the most one response may be: what each turn request asks for
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """How requests to one model differ from what OpenAI itself takes, where compatible servers disagree.
+
+    A port type like `DeclaredModel`: configuration (`[models."<id>"]`) produces
+    it and the OpenAI-compatible wire reads it. The defaults are what OpenAI
+    accepts. ``tool_choice`` is sent with tools when set (llama-cpp-python's
+    ``chatml-function-calling`` shows tools to the model only then);
+    ``stream_usage`` False leaves ``stream_options`` out (for servers that refuse
+    it; those that ignore it cost nothing); ``extra_body`` is merged into every
+    request body (sampling, ``cache_prompt``, a server's own switches).
+    """
+
+    tool_choice: str | None = None
+    stream_usage: bool = True
+    extra_body: tuple[tuple[str, object], ...] = ()  # a tuple, so the value stays hashable and frozen
 
 
 class ModelCatalog(Protocol):

@@ -16,6 +16,7 @@ from term2.domain.retry import is_transient
 from term2.domain.transcript import ChatMessage, ReasoningBlock, ToolCallRequest
 from term2.domain.turn import FinishReason
 from term2.domain.usage import Prices
+from term2.ports.catalog import RequestOptions
 
 __all__ = [
     "AuthenticationFailed",
@@ -24,6 +25,7 @@ __all__ = [
     "CompletionRequest",
     "ContextWindowExceeded",
     "Finished",
+    "IncompleteResponse",
     "LLMError",
     "LLMEvent",
     "LLMProvider",
@@ -34,6 +36,7 @@ __all__ = [
     "RateLimited",
     "ReasoningBlock",
     "ReasoningReady",
+    "RequestOptions",
     "TextDelta",
     "ThoughtDelta",
     "ToolCallReady",
@@ -129,6 +132,7 @@ class ProviderSettings:
     wire: str = "litellm"  # which adapter serves it: "openai", "anthropic" or "litellm"
     prices: Prices | None = None  # the catalog's, per token (USD): what usage updates are costed at
     max_output_tokens: int | None = None  # the model's limit on one response, when the catalog knows it
+    request_options: RequestOptions = field(default_factory=RequestOptions)  # per model, from config.toml
 
 
 class LLMError(Exception):
@@ -139,14 +143,26 @@ class LLMError(Exception):
     delay (seconds) the provider asked for, from its headers or its message.
     Whether waiting can cure the failure is `transient`, decided by the kind and
     the status, so every adapter gets the same answer for the same failure.
+    `retry_limit` caps the retries of a failure that is transient by its status
+    but deterministic by its body (a 500 carrying a validation error): sending
+    the same request again can only fail the same way, but one retry costs
+    little against a server that really did fail once.
     """
 
     kind = "provider_error"
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retry_limit: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.retry_limit = retry_limit
 
     @property
     def transient(self) -> bool:
@@ -181,6 +197,22 @@ class ContextWindowExceeded(LLMError):
 
 class BadRequest(LLMError):
     kind = "bad_request"
+
+
+class IncompleteResponse(LLMError):
+    """The stream ended, cleanly, before the answer was whole; ``empty`` when not one event came.
+
+    Some servers answer a prompt too long for their context this way when
+    streaming (llama-cpp-python: 200 and an empty event stream, the overflow only
+    in its log), so the agent loop treats one on a request near the window as a
+    probable overflow.
+    """
+
+    kind = "incomplete"
+
+    def __init__(self, message: str, *, empty: bool) -> None:
+        super().__init__(message)
+        self.empty = empty
 
 
 class LLMProvider(Protocol):

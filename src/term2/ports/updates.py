@@ -23,6 +23,7 @@ class Spent:
     session: TokenUsage
     turn_cost: float | None
     session_cost: float | None
+    reported: bool = True  # False: the provider reported no usage this turn, so `turn` counts nothing measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class UsageChanged:
     used: int
     size: int
     cost: float | None = None  # the session's cumulative cost, USD, when the model's prices are known
+    estimated: bool = False  # `used` is term2's estimate, not (only) the provider's count
 
 
 @dataclass(frozen=True, slots=True)

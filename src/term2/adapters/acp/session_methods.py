@@ -230,7 +230,8 @@ class SessionMethods:
             raise RpcError(INTERNAL_ERROR, f"The turn failed: {outcome.error}")
         response: v1.PromptResponse = {"stopReason": STOP_REASONS[outcome.stop_reason]}
         if outcome.spent is not None:
-            response["usage"] = turn_usage(outcome.spent)
+            if outcome.spent.reported:  # never zeros passed off as measured: no count, no `usage`
+                response["usage"] = turn_usage(outcome.spent)
             response["_meta"] = spent_meta(outcome.spent)
         return response
 

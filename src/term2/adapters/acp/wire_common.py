@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from term2.domain.history import Location, ToolCall, ToolKind
 from term2.domain.turn import StopReason
 from term2.domain.usage import CURRENCY, TokenUsage
-from term2.ports.updates import Spent
+from term2.ports.updates import Spent, UsageChanged
 
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1
@@ -84,11 +84,20 @@ def spent_meta(spent: Spent) -> dict[str, Any]:
 
     return {
         "term2": {
-            "turn": {**tokens(spent.turn), "cost": spent.turn_cost},
+            "turn": {**tokens(spent.turn), "cost": spent.turn_cost, "reported": spent.reported},
             "session": {**tokens(spent.session), "cost": spent.session_cost},
             "currency": CURRENCY,
         }
     }
+
+
+def usage_meta(event: UsageChanged) -> dict[str, Any]:
+    """Whether `used` is the provider's count or term2's estimate: the schema has no field for it.
+
+    A server that reports no usage (llama-cpp-python while streaming) leaves
+    term2 only its estimate; a client that shows `used` as measured would mislead.
+    """
+    return {"term2": {"usage": "estimated" if event.estimated else "reported"}}
 
 
 def cost_of(amount: float | None) -> v1.Cost | None:

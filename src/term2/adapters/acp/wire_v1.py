@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from term2.adapters.acp.display_terminals import DisplayTerminals
-from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta
+from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta, usage_meta
 from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
 from term2.domain.diff import fits_an_update, too_large_note
 from term2.domain.history import (
@@ -181,6 +181,7 @@ class V1Renderer:
             cost = cost_of(event.cost)
             if cost is not None:
                 usage["cost"] = cost
+            usage["_meta"] = usage_meta(event)
             return [usage]
         if isinstance(event, CompactionChanged):
             if self._compaction:

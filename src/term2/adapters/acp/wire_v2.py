@@ -16,6 +16,7 @@ from term2.adapters.acp.wire_common import (
     parent_meta,
     spent_meta,
     turn_usage,
+    usage_meta,
 )
 from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
 from term2.domain.diff import fits_an_update, git_patch, too_large_note
@@ -158,7 +159,8 @@ def _state(event: StateChanged) -> v2.SessionUpdate:
     if event.stop_reason is not None:
         idle["stopReason"] = _stop_reason(event.stop_reason)
     if event.spent is not None:
-        idle["usage"] = turn_usage(event.spent)
+        if event.spent.reported:  # never zeros passed off as measured
+            idle["usage"] = turn_usage(event.spent)
         idle["_meta"] = spent_meta(event.spent)
     return idle
 
@@ -205,6 +207,7 @@ class V2Renderer:
             cost = cost_of(event.cost)
             if cost is not None:
                 usage["cost"] = cost
+            usage["_meta"] = usage_meta(event)
             return [usage]
         if isinstance(event, CompactionChanged):
             update: v2.SessionUpdateCompactionUpdate = {

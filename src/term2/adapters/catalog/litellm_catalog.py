@@ -176,7 +176,14 @@ def _lists_key(model_id: str) -> bool:
 
 
 def _declared_info(model_id: str, declared: DeclaredModel) -> ModelInfo:
-    return ModelInfo(model_id, declared.provider, declared.context_window, declared.supports_reasoning, True)
+    return ModelInfo(
+        model_id,
+        declared.provider,
+        declared.context_window,
+        declared.supports_reasoning,
+        True,
+        max_output_tokens=declared.max_output_tokens,
+    )
 
 
 class LitellmCatalog:

@@ -21,6 +21,7 @@ import httpx
 
 from term2.adapters.llm import retry_hints
 from term2.adapters.llm.provider_words import CONTEXT_CODES, QUOTA_CODE, says_quota, says_too_long
+from term2.adapters.llm.validation_errors import validation_detail
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -36,6 +37,7 @@ from term2.ports.llm import (
 __all__ = ["ProviderError", "error_from_event", "error_from_response", "error_from_transport", "parse_error_body"]
 
 _MAX_DETAIL = 300
+_MAX_VALIDATION = 1_000  # the one relevant validation error, with its field and the offending value
 # Anthropic's in-stream (and body) error types, as the HTTP status they stand for.
 _ANTHROPIC_TYPE_STATUS = {
     "invalid_request_error": 400,
@@ -49,6 +51,7 @@ _ANTHROPIC_TYPE_STATUS = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
+DETERMINISTIC_RETRIES = 1  # a validation error comes back the same; one retry covers a server that failed once
 _OPENAI_CODE_STATUS = {
     "rate_limit_exceeded": 429,
     QUOTA_CODE: 429,
@@ -58,12 +61,20 @@ _OPENAI_CODE_STATUS = {
 
 
 class ProviderError:
-    """What a provider said about a failure: its sentence, and its code/type if it gave them."""
+    """What a provider said about a failure: its sentence, and its code/type if it gave them.
 
-    __slots__ = ("code", "message", "type")
+    ``validation`` is set when the body lists validation errors (FastAPI,
+    pydantic, OpenAI's ``invalid_request_error`` naming a ``param``): then the
+    message is the one relevant error with its field, not the body's head.
+    """
 
-    def __init__(self, message: str, code: str | None = None, type_: str | None = None) -> None:
+    __slots__ = ("code", "message", "type", "validation")
+
+    def __init__(
+        self, message: str, code: str | None = None, type_: str | None = None, *, validation: bool = False
+    ) -> None:
         self.message, self.code, self.type = message, code, type_
+        self.validation = validation
 
     @property
     def tags(self) -> set[str]:
@@ -84,15 +95,24 @@ def parse_error_body(raw: bytes | str | Any) -> ProviderError:
         except ValueError:
             return ProviderError(_clean(text.strip().split("\n", 1)[0]))
     if isinstance(data, Mapping):
+        detail = validation_detail(data)
         error = data.get("error", data)
         if isinstance(error, Mapping):
             message = error.get("message") or error.get("detail") or ""
             code, kind = error.get("code"), error.get("type")
-            return ProviderError(
-                _clean(str(message)),
-                str(code) if code not in (None, "") else None,
-                str(kind) if kind not in (None, "") else None,
-            )
+            code_text = str(code) if code not in (None, "") else None
+            kind_text = str(kind) if kind not in (None, "") else None
+            if detail is not None:
+                return ProviderError(
+                    keep_head(str(detail), _MAX_VALIDATION, ELLIPSIS), code_text, kind_text, validation=True
+                )
+            text = _clean(str(message))
+            param = error.get("param")
+            if kind_text == "invalid_request_error" and isinstance(param, str) and param and param not in text:
+                return ProviderError(f"{param}: {text}", code_text, kind_text, validation=True)
+            return ProviderError(text, code_text, kind_text, validation=kind_text == "invalid_request_error")
+        if detail is not None:
+            return ProviderError(keep_head(str(detail), _MAX_VALIDATION, ELLIPSIS), validation=True)
         if isinstance(error, str):
             return ProviderError(_clean(error))
     return ProviderError(_clean(json.dumps(data)) if data not in (None, "") else "")
@@ -134,12 +154,16 @@ def _build(
     status: int | None, said: ProviderError, model: str, *, http: bool, retry_after: float | None = None
 ) -> LLMError:
     port_error, template = _classify(status, said)
+    if said.validation and port_error is LLMError and status is not None and status >= 500:
+        # A server error whose body is a validation error: the request, not the server, is at fault.
+        template = "{model} rejected the request"
     head = template.format(model=model)
     if http and status is not None:
         head += f" (HTTP {status})"
     message = f"{head}: {said.message}" if said.message else head
     hint = retry_after if retry_after is not None else retry_hints.from_message(said.message)
-    return port_error(message, status=status, retry_after=hint)
+    limit = DETERMINISTIC_RETRIES if said.validation else None
+    return port_error(message, status=status, retry_after=hint, retry_limit=limit)
 
 
 def error_from_response(status: int, headers: Mapping[str, str], body: bytes, model: str) -> LLMError:

@@ -20,12 +20,15 @@ from typing import Any, Protocol
 import anyio
 import anyio.to_thread
 import httpx
+import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
 from term2.adapters.llm.sse import SSEDecoder, SSEEvent, event_json
-from term2.ports.llm import LLMError, LLMEvent, ProviderSettings
+from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
 
 __all__ = ["SSEClient", "WireStream", "event_json", "stream_events", "timeout_for", "tls_for", "wire_model"]
+
+log = structlog.get_logger("term2.llm")
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
@@ -110,8 +113,10 @@ async def stream_events(
     stream that ends before the answer is whole is a provider error, never a
     silently truncated reply.
     """
+    seen = 0
     async with aclosing(http.events(url, headers, body)) as events:
         async for event in events:
+            seen += 1
             for item in state.feed_sse(event):
                 yield item
             if state.ended:
@@ -119,7 +124,11 @@ async def stream_events(
         if state.ended:
             await drain(events)
     if not state.whole:
-        raise LLMError(f"Provider error from {model}: the stream ended before the response was complete")
+        if not seen:
+            raise IncompleteResponse(f"Provider error from {model}: the response was empty", empty=True)
+        raise IncompleteResponse(
+            f"Provider error from {model}: the stream ended before the response was complete", empty=False
+        )
     for item in state.finish_events():
         yield item
 
@@ -176,6 +185,13 @@ class SSEClient:
         try:
             if response.status_code >= 300:
                 raw = await self._error_body(response)
+                # The whole body goes to the log (stderr): the user's message keeps only the detail that matters.
+                log.warning(
+                    "provider error response",
+                    model=self._model,
+                    status=response.status_code,
+                    body=raw.decode("utf-8", "replace"),
+                )
                 raise error_from_response(response.status_code, response.headers, raw, self._model)
             decoder = SSEDecoder()
             async for chunk in response.aiter_bytes():

@@ -55,7 +55,9 @@ class OpenAIChatProvider:
 
     def body(self, request: CompletionRequest) -> dict[str, object]:
         s = self._settings
-        return chat_body(request, self._model, effort=s.effort, reasoning=s.supports_reasoning)
+        return chat_body(
+            request, self._model, effort=s.effort, reasoning=s.supports_reasoning, options=s.request_options
+        )
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
         """Yield deltas as they arrive, then tool calls, usage and exactly one Finished.

@@ -3,6 +3,21 @@
 Kept apart from the HTTP code so both can be unit-tested without a server. The
 message and tool shapes come from `chat_shapes`, shared with the litellm adapter:
 litellm itself speaks this dialect to every OpenAI-compatible server.
+
+One rule for every message shape: never ``null`` where an empty or absent value
+means the same. OpenAI's spec makes an assistant message's ``content``
+optional and nullable when it carries ``tool_calls``, but compatible servers
+disagree on the two spellings of "none": llama-cpp-python validates
+``content`` as a string (``null`` is an HTTP 500, "7 validation errors"), and
+llama.cpp's own server has refused a missing ``content`` key ("Missing
+'content'"). The empty string is the one spelling OpenAI, vLLM, Ollama,
+llama.cpp, llama-cpp-python and LM Studio all take, so an assistant message
+with calls and no text goes out with ``"content": ""``. User, system and tool
+messages always carry their text (possibly empty), never ``null``.
+
+What servers differ on is configuration, per model (`RequestOptions`, from
+``[models."<id>"]``): ``tool_choice``, whether ``stream_options`` is sent, and
+extra body fields. The defaults are what OpenAI takes.
 """
 
 from __future__ import annotations
@@ -20,15 +35,27 @@ from term2.adapters.llm.chat_shapes import (
 from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
+    ChatMessage,
     CompletionRequest,
     Finished,
     LLMEvent,
+    RequestOptions,
     TextDelta,
     ThoughtDelta,
     Usage,
 )
 
-__all__ = ["OpenAIStream", "chat_body"]
+__all__ = ["OpenAIStream", "chat_body", "wire_message"]
+
+_NO_OPTIONS = RequestOptions()
+
+
+def wire_message(message: ChatMessage) -> dict[str, Any]:
+    """One message as every compatible server takes it: no ``null`` content (see the module's rule)."""
+    out = message_to_openai(message)
+    if out.get("content") is None:
+        out["content"] = ""
+    return out
 
 
 def chat_body(
@@ -37,6 +64,7 @@ def chat_body(
     *,
     effort: str | None = None,
     reasoning: bool = False,
+    options: RequestOptions = _NO_OPTIONS,
 ) -> dict[str, Any]:
     """The JSON body of one streamed ``POST /chat/completions``.
 
@@ -45,21 +73,27 @@ def chat_body(
     name every compatible server knows. ``reasoning_effort`` only goes to
     reasoning models, which alone accept it. Reasoning blocks are not sent: the
     only ones the port carries are Anthropic's, which this wire has no place for.
+    ``tool_choice`` goes only with tools (OpenAI refuses it alone); the
+    configured extra fields go last, so they may set what term2 does not own.
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": [message_to_openai(m) for m in request.messages],
+        "messages": [wire_message(m) for m in request.messages],
         "stream": True,
-        "stream_options": {"include_usage": True},
     }
+    if options.stream_usage:
+        body["stream_options"] = {"include_usage": True}
     if request.tools:
         body["tools"] = [tool_to_openai(t) for t in request.tools]
+        if options.tool_choice:
+            body["tool_choice"] = options.tool_choice
     if request.max_tokens is not None:
         body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
     if effort and reasoning:
         body["reasoning_effort"] = effort
     if request.cache_key:
         body["prompt_cache_key"] = request.cache_key
+    body.update(options.extra_body)
     return body
 
 

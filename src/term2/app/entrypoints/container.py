@@ -31,6 +31,7 @@ from term2.app.mcp.servers import McpLimits, McpSessions
 from term2.app.provider_settings import provider_settings
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.domain.context_budget import ContextBudget
+from term2.domain.context_estimate import output_limit
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.domain.usage import Prices
@@ -67,7 +68,8 @@ def _llm(chosen: ProviderSettings) -> LLMProvider:
 
 def _budget(chosen: ProviderSettings, settings: Settings) -> ContextBudget:
     """The model's window (catalog or config.toml) and the configured threshold; read per turn."""
-    return ContextBudget(chosen.context_window, threshold=settings.compaction_threshold)
+    limit = output_limit(chosen.max_output_tokens, chosen.context_window)
+    return ContextBudget(chosen.context_window, threshold=settings.compaction_threshold, max_output=limit)
 
 
 def _prices(chosen: ProviderSettings) -> Prices | None:
@@ -76,7 +78,7 @@ def _prices(chosen: ProviderSettings) -> Prices | None:
 
 def _limits(settings: Settings) -> TurnLimits:
     retry = RetryPolicy(max_attempts=settings.retry_max_attempts, max_wait=settings.retry_max_wait)
-    return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry)
+    return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry, model_time=settings.turn_timeout)
 
 
 def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
