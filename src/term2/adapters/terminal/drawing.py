@@ -89,7 +89,8 @@ def diff(output: DiffOutput, limit: int = DIFF_LINES) -> RenderableType:
     patch = patch_of(output)
     if patch is None:
         return Text(f"    {too_large_note(output.path).strip()}", style="dim")
-    body = [line for line in patch.splitlines() if not line.startswith(("diff --git", "index ", "--- ", "+++ "))]
+    headers = ("diff --git", "index ", "--- ", "+++ ", "new file mode", "deleted file mode")
+    body = [line for line in patch.splitlines() if not line.startswith(headers)]
     lines, cut = cut_lines("\n".join(body), limit, tail=False)
     parts: list[RenderableType] = []
     for line in lines:
