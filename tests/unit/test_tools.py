@@ -136,6 +136,7 @@ def test_specs_are_valid_json_schemas() -> None:
         "grep",
         "write_file",
         "edit_file",
+        "multi_edit",
         "run_shell",
         "run_code",
         "read_output",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from term2.app.edit_tools import EDIT_TOOL_CHOICES
 from term2.ports.catalog import DeclaredModel, RequestOptions
 
 EFFORTS = ("minimal", "low", "medium", "high")
@@ -63,6 +64,7 @@ class Settings:
     mcp_startup_timeout: float = 30.0  # seconds an MCP server the client names has to start and answer (ADR 0023)
     mcp_call_timeout: float = 300.0  # seconds one MCP tool call may take
     log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
+    edit_tools: str = "auto"  # which edit tools the model gets; "auto": by its family (app/edit_tools.py)
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
     model_options: Mapping[str, RequestOptions] = field(default_factory=dict)  # per model id, `[models."<id>"]`
@@ -112,7 +114,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
     where = str(path)
     out: dict[str, Any] = {}
-    for key in ("provider", "model", "effort", "home"):
+    for key in ("provider", "model", "effort", "home", "edit_tools"):
         if key in data:
             out[key] = _expect(str, data[key], f"{where}: {key}")
     if "acp_v2" in data:
@@ -203,6 +205,8 @@ def _request_options(block: Mapping[str, Any], at: str) -> RequestOptions:
 
 def _check_ranges(values: Mapping[str, Any], source: str) -> None:
     """Name the layer a bad value came from, so the user knows which file or variable to fix."""
+    if values.get("edit_tools", "auto") not in EDIT_TOOL_CHOICES:
+        raise ConfigError(f"{source}: edit_tools must be one of {', '.join(EDIT_TOOL_CHOICES)}")
     effort = values.get("effort")
     if effort is not None and effort not in EFFORTS:
         raise ConfigError(f"{source}: effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
@@ -223,7 +227,7 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("provider", "model", "effort", "home"):
+    for key in ("provider", "model", "effort", "home", "edit_tools"):
         value = env.get(f"TERM2_{key.upper()}")
         if value:
             out[key] = value

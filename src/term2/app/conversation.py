@@ -25,12 +25,50 @@ def _template() -> string.Template:
     return string.Template(resources.files("term2.app.prompts").joinpath("system.md").read_text("utf-8"))
 
 
+# How to change files, for each edit tool a model may be offered (app/edit_tools.py): the prompt teaches
+# the ones the session has, and only those.
+_EDIT_TOOLS = {
+    "edit_file": (
+        "- `edit_file` replaces a string that must occur exactly once (unless `replace_all`): copy it from the "
+        "file, whitespace included, with enough surrounding lines to be unique. It is the right tool for changing "
+        "an existing file. A small slip (indentation, trailing spaces, tabs for spaces, curly quotes) is forgiven "
+        "only when it leaves exactly one place, and the result then says what was forgiven: check its diff."
+    ),
+    "multi_edit": (
+        "- `multi_edit` makes several `edit_file` edits to one file in one call, in order, all or none: use it "
+        "instead of a series of `edit_file` calls on the same file."
+    ),
+    "apply_patch": (
+        "- `apply_patch` changes files with one patch in the `*** Begin Patch` format (add, delete, rename and "
+        "update files, whole or not at all). Give each hunk about three lines of context, in file order, and an "
+        "`@@` line naming the function or class when the context alone could match twice. It is the right tool "
+        "for changing existing files."
+    ),
+}
+_WRITE_FILE = (
+    "`write_file` creates a file or replaces it whole: use it for new files, or when nearly all of a file changes."
+)
+
+
+def _edit_tools(names: set[str]) -> str:
+    taught = [text for name, text in _EDIT_TOOLS.items() if name in names]
+    if "write_file" in names:
+        taught.append("- " + _WRITE_FILE)
+    return "\n".join(taught)
+
+
 def render_system_prompt(
     *, root: str, platform_name: str, today: str, tools: tuple[ToolSpec, ...], instructions: str
 ) -> str:
     """The prompt from `prompts/system.md`, then the project's instructions section when it has one."""
     names = ", ".join(t.name for t in tools) or "none"
-    text = _template().substitute(workspace_root=root, platform=platform_name, date=today, tool_names=names)
+    text = _template().substitute(
+        workspace_root=root,
+        platform=platform_name,
+        date=today,
+        tool_names=names,
+        edit_tools=_edit_tools({t.name for t in tools}),
+    )
     return text.rstrip("\n") + ("\n\n" + instructions if instructions else "") + "\n"
 
 

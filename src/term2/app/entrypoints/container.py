@@ -88,10 +88,12 @@ def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
     return BubblewrapSandbox(hidden=hidden, egress=FilteringProxy(settings.network_resolve))
 
 
-def _toolbox() -> Toolbox:
-    from term2.app.tools.toolbox import WorkspaceToolbox
+def _toolbox(settings: Settings) -> Toolbox:
+    """The built-in tools, with the edit tools the configured model's family writes best (ADR 0027)."""
+    from term2.app.edit_tools import edit_tool_names
+    from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
 
-    return WorkspaceToolbox()
+    return WorkspaceToolbox(default_tools(edit_tool_names(settings.model, settings.edit_tools)))
 
 
 def _mcp_client() -> McpClient:
@@ -144,7 +146,7 @@ class Container(containers.DeclarativeContainer):
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
-    toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox)
+    toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox, settings)
     limits = providers.Callable(_limits, settings)
     budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)
     prices: providers.Provider[Prices | None] = providers.Factory(_prices, llm_settings)

@@ -206,7 +206,7 @@ def capped_lines(fd: int, first: bytes, cap: int) -> Iterator[bytes]:
         yield bytes(line)
 
 
-def write_whole(path: str, root: str, data: bytes) -> bool:
+def write_whole(path: str, root: str, data: bytes, *, mode: int = 0o644) -> bool:
     """Create or replace the canonical file `path` with `data`; True when it was created.
 
     Missing folders are made on the way. An existing file is opened without
@@ -221,7 +221,7 @@ def write_whole(path: str, root: str, data: bytes) -> bool:
         except FileNotFoundError:
             existing = None
         if existing is None:
-            fd = os.open(name, FILE_WRITE | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder_fd)
+            fd = os.open(name, FILE_WRITE | os.O_CREAT | os.O_EXCL, mode & 0o7777, dir_fd=folder_fd)
         else:
             require_regular(existing, path, "written")
             fd = open_in(folder_fd, name, path, flags=FILE_WRITE, verb="written")
@@ -239,6 +239,20 @@ def write_whole(path: str, root: str, data: bytes) -> bool:
         finally:
             os.close(fd)
         return existing is None
+    finally:
+        os.close(folder_fd)
+
+
+def remove_whole(path: str, root: str) -> None:
+    """Remove the canonical regular file `path`, by name in its folder, reached by descriptors from the root.
+
+    A symlink or special file put there is refused, never followed: unlink removes a name, not what it
+    points at, so a swap after the check removes only the name swapped in.
+    """
+    folder_fd, name = open_parent(path, root)
+    try:
+        require_regular(lstat_in(folder_fd, name, path), path, "removed")
+        os.unlink(name, dir_fd=folder_fd)
     finally:
         os.close(folder_fd)
 

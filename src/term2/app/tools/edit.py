@@ -66,12 +66,12 @@ class Reviewed:
 
     def __init__(self) -> None:
         self.asked = False
-        self.new: str | None = None  # None: the preview could not work the change out
+        self.new: object = None  # the change shown (a text, or a patch's texts); None: it could not be worked out
 
-    def shown(self, new: str | None) -> None:
+    def shown(self, new: object) -> None:
         self.asked, self.new = True, new
 
-    def check(self, path: str, new: str) -> None:
+    def check(self, path: str, new: object) -> None:
         if self.asked and self.new != new:
             raise ToolFailed(
                 f"{path} changed after the user was shown this change (or the editor holds unsaved changes), so "
@@ -112,7 +112,7 @@ def _preview(
 ) -> tuple[ToolOutput, ...]:
     """The diff the call would make now, for the user's review; nothing when it would fail (its run says why)."""
     try:
-        old = _read_existing(path, root)
+        old = read_existing(path, root)
         new = new_text(old)
     except (ToolFailed, OSError, ValueError):  # NotText is a ToolFailed
         if reviewed is not None:
@@ -123,7 +123,7 @@ def _preview(
     return (client_content(path, old, new),)
 
 
-def _read_existing(path: str, root: str) -> str | None:
+def read_existing(path: str, root: str) -> str | None:
     """The current text of `path`, None if absent; refuse what cannot round-trip."""
     try:
         fd = open_regular(path, root, verb="changed")
@@ -147,9 +147,9 @@ def _read_existing(path: str, root: str) -> str | None:
         raise NotText(f"{path} is not valid UTF-8; it cannot be edited as text") from None
 
 
-def _disk_old(path: str, root: str) -> Old:
+def disk_old(path: str, root: str) -> Old:
     try:
-        return _read_existing(path, root)
+        return read_existing(path, root)
     except NotText as why:
         return why
 
@@ -168,7 +168,7 @@ def _client_old(path: str, text: str) -> Old:
     return text
 
 
-async def _old_text(ctx: ToolContext, path: str, root: str) -> Old:
+async def old_text(ctx: ToolContext, path: str, root: str) -> Old:
     """What the file holds now: the editor's buffer where it serves reads (unsaved text included), else the disk.
 
     Only called after the gate allowed the call, so a path that needs asking reaches the editor only once
@@ -177,10 +177,10 @@ async def _old_text(ctx: ToolContext, path: str, root: str) -> Old:
     text = await client_read(ctx, path, root)
     if text is not None:
         return _client_old(path, text)
-    return await anyio.to_thread.run_sync(partial(_disk_old, path, root), abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(partial(disk_old, path, root), abandon_on_cancel=True)
 
 
-def _encoded(path: str, text: str) -> bytes:
+def encoded(path: str, text: str) -> bytes:
     data = text.encode("utf-8")
     if len(data) > EDIT_LIMIT:
         raise ToolFailed(f"{path} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}")
@@ -188,14 +188,14 @@ def _encoded(path: str, text: str) -> bytes:
 
 
 def _write(path: str, root: str, text: str) -> bool:
-    return write_whole(path, root, _encoded(path, text))
+    return write_whole(path, root, encoded(path, text))
 
 
 async def _commit(
     ctx: ToolContext, path: str, root: str, planned: _Planned, reviewed: Reviewed | None = None
 ) -> Outcome:
     """Make the planned change: through the editor where it serves writes (its own undoable edit), else the disk."""
-    _encoded(path, planned.new)  # the cap holds whoever writes
+    encoded(path, planned.new)  # the cap holds whoever writes
     if reviewed is not None:
         reviewed.check(path, planned.new)
     if await client_write(ctx, path, root, planned.new):
@@ -250,7 +250,7 @@ class WriteFile:
     ) -> Outcome:
         readable = may_read(ctx, path)
         # Reading the old text and working out the report change nothing: a cancel abandons them at once.
-        old = await _old_text(ctx, path, root)
+        old = await old_text(ctx, path, root)
         planned = await anyio.to_thread.run_sync(
             partial(_plan_write, path, content, old, old_readable=readable), abandon_on_cancel=True
         )
@@ -259,7 +259,7 @@ class WriteFile:
 
 def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
     """Create or overwrite `path` on the disk; old content that is not text is replaced without a diff."""
-    return _make(path, root, _plan_write(path, content, _disk_old(path, root), old_readable=old_readable))
+    return _make(path, root, _plan_write(path, content, disk_old(path, root), old_readable=old_readable))
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,7 +414,7 @@ async def _run_edits(
 ) -> Outcome:
     readable = may_read(ctx, path)
     # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
-    old = await _old_text(ctx, path, root)
+    old = await old_text(ctx, path, root)
     planned = await anyio.to_thread.run_sync(
         partial(_plan_edits, path, edits, old, old_readable=readable), abandon_on_cancel=True
     )
@@ -427,7 +427,7 @@ def edit_file(
     """Apply the edit. Without `old_readable` nothing of the file's text reaches the model:
     no closest lines, no count, no patch (the client still gets its diff)."""
     edits = (Edit(old_string, new_string, replace_all),)
-    return _make(path, root, _plan_edits(path, edits, _disk_old(path, root), old_readable=old_readable))
+    return _make(path, root, _plan_edits(path, edits, disk_old(path, root), old_readable=old_readable))
 
 
 def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: bool) -> _Planned:
@@ -478,7 +478,7 @@ def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused, *, hints: boo
             f"{which}old_string was not found in {path}; term2 shows nothing of its text because reading "
             f"{path} needs the user's approval (ask for it with read_file){tail}"
         )
-    message = _not_found(path, refused.text, edits[refused.index].old)
+    message = not_found(path, refused.text, edits[refused.index].old)
     if why.why is not None:
         message += f" ({why.why})"
     if refused.index:
@@ -509,8 +509,8 @@ def ambiguity(path: str, text: str, why: Ambiguous, subject: str) -> str:
     )
 
 
-def _not_found(path: str, text: str, old_string: str) -> str:
-    message = f"old_string was not found in {path}"
+def not_found(path: str, text: str, old_string: str, subject: str = "old_string", tool: str = "edit_file") -> str:
+    message = f"{subject} was not found in {path}"
     near = closest_lines(text, old_string)
     if near is None:
         return message + "; read the file and copy the text exactly"
@@ -520,5 +520,5 @@ def _not_found(path: str, text: str, old_string: str) -> str:
     where = f"line {near.first_line}" if last == near.first_line else f"lines {near.first_line}-{last}"
     return (
         f"{message}. The closest text is at {where} (line numbers are not part of the file):\n{shown}\n"
-        "Copy the text exactly from there (whitespace included) and call edit_file again."
+        f"Copy the text exactly from there (whitespace included) and call {tool} again."
     )

@@ -15,13 +15,15 @@ from collections.abc import Iterable
 import anyio
 import structlog
 
+from term2.app.edit_tools import EDIT_TOOL_SETS
 from term2.app.tools.args import ArgumentError, parse_arguments
 from term2.app.tools.base import Invocation, Outcome, Runner, Tool
-from term2.app.tools.edit import EditFile, WriteFile
+from term2.app.tools.edit import EditFile, MultiEdit, WriteFile
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.gate import authorize, denial_message, needs_approval
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
+from term2.app.tools.patch import ApplyPatch
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.plan import UpdatePlan
 from term2.app.tools.read import ReadFile
@@ -41,8 +43,11 @@ log = structlog.get_logger("term2.tools")
 CONCURRENT_KINDS = frozenset({ToolKind.READ, ToolKind.SEARCH})
 
 
-def default_tools() -> tuple[Tool, ...]:
-    base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), EditFile(), RunShell())
+def default_tools(edit: tuple[str, ...] = EDIT_TOOL_SETS["edit_file"]) -> tuple[Tool, ...]:
+    """Every built-in tool, with the edit tools named in `edit` (which ones suit a model: app/edit_tools.py)."""
+    editors: dict[str, Tool] = {"edit_file": EditFile(), "multi_edit": MultiEdit(), "apply_patch": ApplyPatch()}
+    chosen = tuple(editors[name] for name in edit)
+    base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), *chosen, RunShell())
     return (*base, RunCode(WorkspaceToolbox(base)), ReadOutput(), UpdatePlan())
 
 

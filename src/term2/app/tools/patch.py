@@ -1,0 +1,403 @@
+"""apply_patch: the `*** Begin Patch` format GPT-5 and codex models are trained to write (ADR 0027).
+
+One call may add, delete, rename and update several files, so every file it
+touches is judged on its own, as edit_file's target would be: the workspace
+rule, the approval question (one per file that needs it, in order), grants,
+instruction files, git metadata, the depth limit, and ADR 0019's rule on what
+old text reaches the model (an updated file is read to place its hunks, so
+it is a read too). The call runs only when every file is allowed, and then
+whole or not at all: every change is worked out before anything is written,
+a hunk that cannot be placed (missing, or found in two places) stops the
+patch, and a write that fails undoes the ones made before it. Hunks are
+placed with edit_file's tolerance chain (domain/tolerant_match.py), each
+below the one before it, as the format orders them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+import anyio.to_thread
+
+from term2.app.tools.anchored import open_regular, read_upto, remove_whole, write_whole
+from term2.app.tools.args import ArgumentError, Arguments, required_str
+from term2.app.tools.base import Invocation, Outcome, Runner
+from term2.app.tools.changes import client_content, may_read, show_change
+from term2.app.tools.edit import (
+    EDIT_LIMIT,
+    NotText,
+    Old,
+    Reviewed,
+    ambiguity,
+    disk_old,
+    encoded,
+    not_found,
+    old_text,
+)
+from term2.app.tools.failure import ToolFailed
+from term2.app.tools.files import human_size
+from term2.app.tools.paths import resolve
+from term2.app.tools.plants import git_plant_folder
+from term2.app.tools.through_client import client_write
+from term2.domain.bounded_match import Budget
+from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.line_endings import styled_like
+from term2.domain.patch_grammar import AddFile, DeleteFile, FileOp, PatchError, UpdateFile, parse_patch
+from term2.domain.text_edits import Applied, Refused, apply_chunks
+from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
+from term2.domain.workspace import MAX_DEPTH, Access, too_deep
+from term2.ports.llm import ToolSpec
+from term2.ports.tools import ToolContext
+
+MAX_PATCH_FILES = 100  # files one patch may touch
+WHOLE = "nothing was changed (a patch applies whole or not at all)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    op: FileOp
+    path: str  # canonical
+    dest: str | None = None  # canonical `*** Move to:`
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One file's part of a planned patch: what it held (on the disk), and what it will hold."""
+
+    path: str
+    new: str | None  # None: removed
+    text: str  # the model's report
+    content: ToolOutput  # the client's
+    line: int | None = None
+    mode: int = 0o644  # a moved file keeps its mode
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyPatch:
+    name: str = "apply_patch"
+    kind: ToolKind = ToolKind.EDIT
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=(
+                "Add, delete, rename and update files with one patch, applied whole or not at all:\n"
+                "*** Begin Patch\n"
+                "*** Add File: <path>      (then each line of the new file as +line)\n"
+                "*** Delete File: <path>\n"
+                "*** Update File: <path>\n"
+                "*** Move to: <path>       (optional, to rename it)\n"
+                "@@ <a line above the change, e.g. def f():>   (or a bare @@)\n"
+                " context line\n-removed line\n+added line\n"
+                "*** End of File           (optional: the hunk ends the file)\n"
+                "*** End Patch\n"
+                "Give about 3 lines of context around each change, hunks in file order. Small slips in context "
+                "(indentation, trailing spaces, tabs, quotes) are forgiven only when they leave exactly one place."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "input": {
+                        "type": "string",
+                        "description": "The whole patch, from *** Begin Patch to *** End Patch.",
+                    },
+                },
+                "required": ["input"],
+                "additionalProperties": False,
+            },
+        )
+
+    def prepare(self, args: Arguments, root: str) -> Invocation:
+        text = required_str(args, "input")
+        if len(text) > EDIT_LIMIT:
+            raise ArgumentError(f"the patch is {human_size(len(text))} long; the limit is {human_size(EDIT_LIMIT)}")
+        try:
+            ops = parse_patch(text)
+        except PatchError as err:
+            raise ArgumentError(f"the patch is malformed: {err}") from None
+        if len(ops) > MAX_PATCH_FILES:
+            raise ArgumentError(f"the patch touches {len(ops)} files; one call touches at most {MAX_PATCH_FILES}")
+        targets = tuple(_target(op, root) for op in ops)
+        seen: set[str] = set()
+        for path in (p for t in targets for p in (t.path, t.dest) if p is not None):
+            if path in seen:
+                raise ArgumentError(f"{path} appears twice in the patch; put all of a file's changes in one section")
+            seen.add(path)
+        reviewed = Reviewed()
+        runner = partial(_run, targets, root, reviewed)
+        parts = tuple(part for t in targets for part in _parts(t, root, runner))
+        count = len(seen)
+        return Invocation(
+            title=f"Apply patch to {parts[0].target}" if count == 1 else f"Apply patch to {count} files",
+            access=Access.EDIT,
+            target=parts[0].target,
+            grant_folder=parts[0].grant_folder,
+            locations=tuple(Location(part.target) for part in parts),
+            run=runner,
+            preview=partial(_preview, targets, root, reviewed),
+            parts=parts,
+        )
+
+
+def _target(op: FileOp, root: str) -> _Target:
+    path = _checked(resolve(root, op.path), root)
+    dest = None
+    if isinstance(op, UpdateFile) and op.move_to is not None:
+        dest = _checked(resolve(root, op.move_to), root)
+    return _Target(op, path, dest)
+
+
+def _checked(path: str, root: str) -> str:
+    if too_deep(path, root):
+        raise ArgumentError(
+            f"{path} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
+            f"the sandbox walks at most {MAX_DEPTH - 1}, so term2 makes no deeper path"
+        )
+    return path
+
+
+def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]:
+    """One judged file per path: an updated file is read to place its hunks, so it is a read too."""
+
+    def part(path: str, verb: str, *, reads: bool) -> Invocation:
+        return Invocation(
+            title=f"{verb} {path}",
+            access=Access.EDIT,
+            target=path,
+            grant_folder=os.path.dirname(path),
+            locations=(Location(path),),
+            run=runner,  # parts are judged, never run
+            git_plant=git_plant_folder(path, root),
+            reads_target=reads,
+        )
+
+    op = target.op
+    if isinstance(op, AddFile):
+        return (part(target.path, "Write", reads=False),)
+    if isinstance(op, DeleteFile):
+        return (part(target.path, "Delete", reads=False),)
+    moved = () if target.dest is None else (part(target.dest, "Write", reads=False),)
+    return (part(target.path, "Edit", reads=True), *moved)
+
+
+def _preview(targets: tuple[_Target, ...], root: str, reviewed: Reviewed) -> tuple[ToolOutput, ...]:
+    """Every file's diff, worked out from the disk as the run will (nothing when the patch would fail)."""
+    try:
+        olds = {path: disk_old(path, root) for t in targets for path in (t.path, t.dest) if path is not None}
+        modes = {t.path: _mode(t.path, root) for t in targets if t.dest is not None and isinstance(olds[t.path], str)}
+        changes = _plan(targets, olds, modes, readable=dict.fromkeys(olds, False))
+    except (ToolFailed, OSError, ValueError):
+        reviewed.shown(None)
+        return ()
+    reviewed.shown(_key(changes))
+    return tuple(change.content for change in changes)
+
+
+def _key(changes: list[_Change]) -> tuple[tuple[str, str | None], ...]:
+    return tuple((change.path, change.new) for change in changes)
+
+
+async def _run(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx: ToolContext, call_id: str) -> Outcome:
+    olds: dict[str, Old] = {}
+    for target in targets:
+        for path in (target.path, target.dest):
+            if path is not None:
+                deleting = isinstance(target.op, DeleteFile)  # the editor cannot delete: the disk's file goes
+                olds[path] = await (
+                    anyio.to_thread.run_sync(partial(disk_old, path, root), abandon_on_cancel=True)
+                    if deleting
+                    else old_text(ctx, path, root)
+                )
+    readable = {path: may_read(ctx, path) for path in olds}
+    modes = {}
+    for target in targets:
+        if target.dest is not None and isinstance(olds[target.path], str):
+            modes[target.path] = await anyio.to_thread.run_sync(partial(_mode, target.path, root))
+    # Working the patch out changes nothing: a cancel abandons it.
+    changes = await anyio.to_thread.run_sync(
+        partial(_plan, targets, olds, modes, readable=readable), abandon_on_cancel=True
+    )
+    reviewed.check(", ".join(dict.fromkeys(change.path for change in changes)), _key(changes))
+    priors = await anyio.to_thread.run_sync(partial(_priors, changes, root), abandon_on_cancel=True)
+    with anyio.CancelScope(shield=True):  # from the first write on, the patch is made or undone, never half made
+        await _commit(ctx, root, changes, priors)
+    text = "".join(change.text for change in changes)
+    locations = tuple(Location(c.path, c.line) for c in changes if c.new is not None)
+    return Outcome(text, tuple(change.content for change in changes), locations=locations or None)
+
+
+def _mode(path: str, root: str) -> int:
+    fd = open_regular(path, root)
+    try:
+        return os.fstat(fd).st_mode & 0o7777
+    finally:
+        os.close(fd)
+
+
+def _plan(
+    targets: tuple[_Target, ...], olds: dict[str, Old], modes: dict[str, int], *, readable: dict[str, bool]
+) -> list[_Change]:
+    budget = Budget(TOLERANCE_STEPS)
+    changes: list[_Change] = []
+    for target in targets:
+        op, path = target.op, target.path
+        old = olds[path]
+        if isinstance(op, AddFile):
+            changes.append(_added(path, op.content, old, readable[path]))
+        elif isinstance(op, DeleteFile):
+            changes.append(_deleted(path, old, readable[path]))
+        else:
+            changes += _updated(target, op, old, olds, modes, budget, readable)
+    return changes
+
+
+def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
+    new = styled_like(old if isinstance(old, str) else None, content)
+    encoded(path, new)
+    if isinstance(old, NotText):
+        text = f"Overwrote {path}; its old content is not shown ({old})\n" if readable else _unshown(path, "Wrote")
+        return _Change(path, new, text, TextOutput(text), 1)
+    if old is not None and not readable:
+        return _Change(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
+    shown = show_change(path, old, new, "Created" if old is None else "Overwrote", old_readable=True)
+    return _Change(path, new, shown.text, shown.content, 1)
+
+
+def _deleted(path: str, old: Old, readable: bool) -> _Change:
+    if old is None:
+        raise ToolFailed(f"there is no file {path} to delete; {WHOLE}")
+    if isinstance(old, NotText):
+        text = f"Deleted {path} ({old})\n" if readable else _unshown(path, "Deleted")
+        return _Change(path, None, text, TextOutput(text))
+    if not readable:
+        return _Change(path, None, _unshown(path, "Deleted"), client_content(path, old, ""))
+    shown = show_change(path, old, "", "Deleted", old_readable=True)
+    return _Change(path, None, shown.text, shown.content)
+
+
+def _updated(
+    target: _Target,
+    op: UpdateFile,
+    old: Old,
+    olds: dict[str, Old],
+    modes: dict[str, int],
+    budget: Budget,
+    readable: dict[str, bool],
+) -> list[_Change]:
+    path, dest = target.path, target.dest
+    if isinstance(old, NotText):
+        raise ToolFailed(f"{old}; {WHOLE}")
+    if old is None:
+        raise ToolFailed(f"file not found: {path} (use *** Add File: to create it); {WHOLE}")
+    if dest is not None and olds[dest] is not None:
+        raise ToolFailed(f"*** Move to: {dest} already exists; term2 does not replace a file by moving; {WHOLE}")
+    result = apply_chunks(old, op.chunks, budget, EDIT_LIMIT) if op.chunks else Applied(old, 1, 0, ())
+    hints = readable[path]
+    if isinstance(result, Refused):
+        raise ToolFailed(_refusal(path, op, result, hints=hints))
+    if not isinstance(result, Applied):
+        grown = f"{human_size(result.size)} long" if hints else "larger than that"
+        raise ToolFailed(f"the patch would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}")
+    new = result.text
+    encoded(path, new)
+    forgiven = "".join(
+        f"{path}: hunk {index + 1} did not match exactly; it matched one place after {how}. Check the diff.\n"
+        for index, how in result.tolerances
+    ) if hints else ""  # fmt: skip
+    if dest is None:
+        shown = show_change(path, old, new, "Edited", old_readable=hints)
+        return [_Change(path, new, forgiven + shown.text, shown.content, result.first_line)]
+    moved = show_change(dest, old, new, f"Moved {path} to", old_readable=hints)
+    mode = modes.get(path, 0o644)
+    gone = _Change(path, None, "", client_content(path, old, ""), mode=mode)
+    return [gone, _Change(dest, new, forgiven + moved.text, moved.content, result.first_line, mode)]
+
+
+def _unshown(path: str, verb: str) -> str:
+    return f"{verb} {path}; term2 shows nothing of what it held before: reading {path} needs the user's approval\n"
+
+
+def _refusal(path: str, op: UpdateFile, refused: Refused, *, hints: bool) -> str:
+    number = refused.index + 1
+    chunk = op.chunks[refused.index]
+    why = refused.why
+    if refused.header is not None:
+        subject = f"the @@ line {refused.header!r} of hunk {number}"
+    else:
+        subject = f"hunk {number}'s context and '-' lines"
+    if not hints:
+        times = "more than once" if isinstance(why, Ambiguous) else "nowhere"
+        return (
+            f"{subject} matched {times} in {path}; term2 shows nothing of its text because reading {path} "
+            f"needs the user's approval (ask for it with read_file); {WHOLE}"
+        )
+    if isinstance(why, Ambiguous):
+        message = ambiguity(path, refused.text, why, subject) + (
+            ", or put an @@ line naming the function or class above the change"
+        )
+    else:
+        wanted = refused.header if refused.header is not None else "\n".join(chunk.old)
+        message = not_found(path, refused.text, wanted, subject=subject, tool="apply_patch")
+        if why.why is not None:
+            message += f" ({why.why})"
+    order = " Hunks are looked for in order, each below the one before it." if refused.index else ""
+    return f"{message}{order}\n{WHOLE}"
+
+
+def _priors(changes: list[_Change], root: str) -> list[bytes | None]:
+    """What each touched file holds on the disk now, to put back if a later write fails."""
+    priors: list[bytes | None] = []
+    for change in changes:
+        try:
+            fd = open_regular(change.path, root)
+        except FileNotFoundError:
+            priors.append(None)
+            continue
+        try:
+            data = read_upto(fd, EDIT_LIMIT + 1)
+        finally:
+            os.close(fd)
+        if len(data) > EDIT_LIMIT:
+            raise ToolFailed(f"{change.path} is too large to change with apply_patch; {WHOLE}")
+        priors.append(data)
+    return priors
+
+
+async def _commit(ctx: ToolContext, root: str, changes: list[_Change], priors: list[bytes | None]) -> None:
+    """Make every change in order; when one fails, undo those made before it (newest first) and say so."""
+    made: list[int] = []
+    for index, change in enumerate(changes):
+        try:
+            await _make(ctx, root, change)
+        except Exception as err:
+            undone = await _undo(root, changes, priors, made)
+            after = "the changes made before it were undone" if undone else "undoing those before it failed: check them"
+            raise ToolFailed(f"writing {change.path} failed ({err}); {after}") from None
+        made.append(index)
+
+
+async def _make(ctx: ToolContext, root: str, change: _Change) -> None:
+    if change.new is None:
+        await anyio.to_thread.run_sync(partial(remove_whole, change.path, root))
+        return
+    if await client_write(ctx, change.path, root, change.new):
+        return
+    data = encoded(change.path, change.new)
+    await anyio.to_thread.run_sync(partial(write_whole, change.path, root, data, mode=change.mode))
+
+
+async def _undo(root: str, changes: list[_Change], priors: list[bytes | None], made: list[int]) -> bool:
+    whole = True
+    for index in reversed(made):
+        change, prior = changes[index], priors[index]
+        try:
+            if prior is None:
+                await anyio.to_thread.run_sync(partial(remove_whole, change.path, root))
+            else:
+                await anyio.to_thread.run_sync(partial(write_whole, change.path, root, prior, mode=change.mode))
+        except (OSError, ToolFailed):
+            whole = False
+    return whole
