@@ -239,7 +239,7 @@ def test_the_proxy_is_gone_after_the_command(agent: Agent) -> None:
     assert _proxy_traces() == []
     run = agent.run("curl -sS http://registry.test/hello; ls /run/term2-network", ["registry.test"])
     assert run.call["status"] == "completed", run.model_saw
-    assert run.terminal.split("\x18")[0].split() [-2:] == ["http.sock", "socks.sock"]  # nothing else is bound in
+    assert run.terminal.split("\x18")[0].split()[-2:] == ["http.sock", "socks.sock"]  # nothing else is bound in
     assert _proxy_traces() == []
 
 

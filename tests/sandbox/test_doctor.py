@@ -1,4 +1,4 @@
-"""`term2 doctor` prints its verdict on stdout and nothing else; its logs go to stderr."""
+"""`term2 doctor` prints its verdicts (the sandbox, network by approval) on stdout and nothing else; logs go to stderr."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def test_doctor_stdout_is_the_verdict_alone(tmp_path: Path) -> None:
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [result.stdout.strip()]
-    assert result.stdout.startswith("sandbox (bubblewrap): ok: ")
+    verdict, network = result.stdout.splitlines()  # stdout is the verdicts alone
+    assert verdict.startswith("sandbox (bubblewrap): ok: ")
+    assert network.startswith("network by approval: ok: "), network  # the probe went through the proxy
     assert "host_sockets_masked" in result.stderr

@@ -43,7 +43,7 @@ def fake_registry() -> Iterator[Registry]:
     registry = Registry(port=0)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             registry.requests.append((self.headers.get("Host", ""), self.path))
             if self.path == "/redirect":
                 self._send(302, b"", [("Location", "http://evil.test/steal")])

@@ -54,6 +54,8 @@ class CommandResult:
 class SandboxStatus:
     available: bool
     detail: str
+    # Network by approval (ADR 0030): "ok: …" or why commands asking for hosts will fail; None: not checked.
+    network: str | None = None
 
 
 OutputSink = Callable[[bytes], Awaitable[None]]

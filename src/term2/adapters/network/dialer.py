@@ -46,7 +46,7 @@ class Dialer:
         if message not in self._seen:
             self._seen.add(message)
             self.refusals.append(message)
-            _log.warning("network.blocked", reason=message)
+            _log.info("network.blocked", reason=message)
         return Refused(message)
 
     async def dial(self, host: str, port: int) -> anyio.abc.SocketStream:

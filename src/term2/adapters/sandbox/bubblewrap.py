@@ -12,6 +12,7 @@ fallback: if the probe fails, ``run`` raises SandboxUnavailable.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -45,6 +46,7 @@ from term2.adapters.sandbox.invocation import (
     identity_for,
 )
 from term2.adapters.sandbox.loopback_bridge import (
+    HTTP_PORT,
     HTTP_SOCKET,
     SOCKS_SOCKET,
     bridge_prefix,
@@ -64,6 +66,7 @@ from term2.adapters.sandbox.tree_scan import (
     scan_tree,
 )
 from term2.domain.footholds import unsafe_root_reason
+from term2.domain.network import HostPattern, NetworkGrant
 from term2.ports.network import Egress, EgressSession
 from term2.ports.sandbox import (
     CommandRequest,
@@ -80,6 +83,13 @@ _log = structlog.get_logger(__name__)
 KILL_GRACE_S = 5.0
 PROBE_TIMEOUT_S = 15.0
 PROBE_UID = 65534  # "nobody": stands in for a workspace owner in the status probe
+
+
+# Run in the sandbox by the network probe: ask the proxy, through the bridge, for a host not approved.
+_NETWORK_PROBE = (
+    f"import socket; s = socket.create_connection(('127.0.0.1', {HTTP_PORT})); "
+    "s.sendall(b'CONNECT refused.invalid:443 HTTP/1.1\\r\\n\\r\\n'); print(s.recv(64).split(b' ')[1].decode())"
+)
 
 
 @dataclass(slots=True)
@@ -140,8 +150,32 @@ class BubblewrapSandbox:
             dropped = await self._probe(owner=(PROBE_UID, PROBE_UID))
             if dropped is not None:
                 detail += f"; workspaces not owned by root cannot be sandboxed: {dropped}"
-        self._available = SandboxStatus(available=True, detail=detail)
+        network = await self._probe_network() if self._egress is not None else None
+        self._available = SandboxStatus(available=True, detail=detail, network=network)
         return self._available
+
+    async def _probe_network(self) -> str:
+        """A command with network, end to end: the bridge in the sandbox reaches the proxy, which refuses
+        a host that was not approved. Nothing leaves the machine."""
+        probe_root = tempfile.mkdtemp(prefix="term2-probe-", dir="/tmp")
+        grant = NetworkGrant((HostPattern("approved.invalid"),))
+        request = CommandRequest(
+            command=f"python3 -I -c {shlex.quote(_NETWORK_PROBE)}",
+            root=probe_root,
+            cwd=probe_root,
+            timeout_s=PROBE_TIMEOUT_S,
+            network=grant,
+        )
+        try:
+            result = await self._run(request, None)
+        except SandboxFailed as exc:
+            return f"unavailable: {exc}"
+        finally:
+            os.rmdir(probe_root)
+        answer = result.output.decode(errors="replace").strip()
+        if result.exit_code == 0 and answer == "403" and any("refused.invalid" in n for n in result.notices):
+            return f"ok: term2's proxy answers through the sandbox's loopback bridge ({find_python()})"
+        return f"unavailable: the probe through the proxy got {answer[-300:] or f'exit {result.exit_code}'!r}"
 
     async def _probe(self, owner: tuple[int, int] | None) -> str | None:
         probe_root = tempfile.mkdtemp(prefix="term2-probe-", dir="/tmp")

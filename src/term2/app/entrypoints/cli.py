@@ -140,6 +140,8 @@ def doctor() -> None:
     status = anyio.run(_container().sandbox().status)
     mark = "ok" if status.available else "UNAVAILABLE"
     click.echo(f"sandbox (bubblewrap): {mark}: {status.detail}")
+    if status.network is not None:  # commands that ask for hosts (ADR 0030); without it they fail, nothing else does
+        click.echo(f"network by approval: {status.network}")
     if not status.available:
         click.echo("term2 never runs commands unsandboxed: the shell tool will refuse.", err=True)
         sys.exit(1)
