@@ -154,6 +154,18 @@ def test_ctrl_c_on_the_terminal_cancels_the_turn_after_a_finished_edit(setup: Se
     assert target.read_text() == content
 
 
+def test_ctrl_c_while_a_question_waits_cancels_the_turn_and_writes_nothing(setup: Setup) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"tool_calls": [write_call(target, "new\n")]})
+    proc = setup.pty("edit the notes")
+    proc.expect("choose 1-4")
+    proc.send(b"\x03")
+    assert proc.wait() == 130
+    assert "── cancelled" in proc.text()
+    assert target.read_text() == "old\n"
+    assert len(setup.llm.requests) == 1  # the model was not asked again
+
+
 # --- a script ----------------------------------------------------------------------
 
 
