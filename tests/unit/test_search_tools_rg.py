@@ -81,6 +81,20 @@ async def test_results_come_in_path_order_and_a_cap_says_what_was_left_out(h: Ha
     )
 
 
+async def test_past_what_is_sorted_here_rg_orders_the_results_itself(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past SORT_HERE times the cap, rg reruns with `--sort path`: the same first results, the same note."""
+    for name in ("b.txt", "a/z.txt", "a.txt"):
+        (h.root / name).parent.mkdir(exist_ok=True)
+        (h.root / name).write_text("hit\n" * 80)
+    sorted_here = await h.call("grep", pattern="hit")
+    files_here = await h.call("glob", pattern="*.txt")
+    monkeypatch.setattr(ripgrep, "SORT_HERE", 1)
+    assert await h.call("grep", pattern="hit") == sorted_here
+    assert await h.call("glob", pattern="*.txt") == files_here == "a/z.txt\na.txt\nb.txt\n"
+
+
 async def test_include_and_glob_take_path_globs_as_rg_does(h: Harness) -> None:
     for name in ("packages/a/x.js", "packages/b/c/y.js", "other/z.js", "packages/a/n.ts"):
         (h.root / name).parent.mkdir(parents=True, exist_ok=True)
