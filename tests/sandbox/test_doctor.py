@@ -1,4 +1,4 @@
-"""`term2 doctor` prints its verdicts (the sandbox, network by approval) on stdout and nothing else; logs go to stderr."""
+"""`term2 doctor` prints its verdicts (sandbox, network by approval) on stdout and nothing else; logs go to stderr."""
 
 from __future__ import annotations
 
