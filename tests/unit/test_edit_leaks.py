@@ -90,7 +90,7 @@ async def test_with_a_read_grant_the_hints_and_patches_come_back(h: Harness) -> 
 
 async def test_inside_the_root_nothing_changes(h: Harness) -> None:
     (h.root / "a.py").write_text("def f():\n    return 1\n")
-    missed = await h.call("edit_file", path="a.py", old_string="def f():\n  return 1", new_string="x")
+    missed = await h.call("edit_file", path="a.py", old_string="def f():\n    return 7", new_string="x")
     assert "closest text is at lines 1-2" in missed
     done = await h.call("edit_file", path="a.py", old_string="return 1", new_string="return 2")
     assert "-    return 1\n+    return 2\n" in done

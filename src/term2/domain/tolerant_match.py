@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from itertools import pairwise
 
@@ -308,6 +309,7 @@ class _Indent:
     shift: int = 0  # columns added (negative: removed)
     tabs: bool = False  # the place indents with tabs (columns mode)
     mixed_style: bool = False  # old_string indents with the other character
+    scale: Fraction = Fraction(1)  # columns mode: the file's columns per column of old_string's
 
     def apply(self, line: str) -> str:
         if not line.strip():
@@ -315,7 +317,7 @@ class _Indent:
         indent = _indent(line)
         body = line[len(indent) :]
         if self.width:
-            column = max(0, _columns(indent, self.width) + self.shift)
+            column = max(0, round(_columns(indent, self.width) * self.scale) + self.shift)
             lead = "\t" * (column // self.width) + " " * (column % self.width) if self.tabs else " " * column
             return lead + body
         if self.add:
@@ -330,6 +332,8 @@ class _Indent:
         said: list[str] = []
         if self.add or self.remove:
             said.append(f"re-indenting by {_amount(self.add or self.remove, -1 if self.remove else 1)}")
+        if self.scale != 1:
+            said.append(f"re-flowing indentation ({self.scale} columns in the file for each of old_string's)")
         if self.width and self.shift:
             said.append(f"re-indenting by {self.shift:+d} columns")
         if self.width and self.mixed_style:
@@ -417,7 +421,7 @@ class _FileLines:
         return [i for i, key in enumerate(self.stripped) if key]
 
     def find(self, snippet: _Snippet, level: int) -> Located | None:
-        if not snippet.solid or len(snippet.old) > len(self.lines):
+        if not snippet.solid or len(snippet.solid) > len(self.lines):
             return None
         fits: list[_Fit] = []
         count = 0
@@ -585,10 +589,31 @@ def _indent_fit(pairs: list[tuple[str, str]], *, columns: bool) -> _Indent | Non
     tabs = any("\t" in f for _, f in indents)
     mixed = tabs != any("\t" in o for o, _ in indents)
     for width in TAB_WIDTHS:
-        shifts = {_columns(f, width) - _columns(o, width) for o, f in indents}
+        columns_ = [(_columns(o, width), _columns(f, width)) for o, f in indents]
+        shifts = {f - o for o, f in columns_}
         if len(shifts) == 1:
             return _Indent(width=width, shift=shifts.pop(), tabs=tabs, mixed_style=mixed)
+        scale = _scale(columns_)
+        if scale is not None:
+            return _Indent(width=width, shift=scale[1], tabs=tabs, mixed_style=mixed, scale=scale[0])
     return None
+
+
+def _scale(columns: list[tuple[int, int]]) -> tuple[Fraction, int] | None:
+    """old's indentation re-flowed (2 columns a level where the file has 4, say): file = scale * old + shift,
+    the same for every line, and at least two levels deep so that the scale is seen, not guessed."""
+    levels = sorted(set(columns))
+    olds = sorted({o for o, _ in levels})
+    if len(olds) < 2 or len(levels) != len(olds):
+        return None
+    (o1, f1), (o2, f2) = levels[0], levels[-1]
+    scale = Fraction(f2 - f1, o2 - o1)
+    if scale <= 0 or scale == 1:
+        return None
+    shift = f1 - scale * o1
+    if shift.denominator != 1 or any(scale * o + shift != f for o, f in levels):
+        return None
+    return scale, int(shift)
 
 
 def _transplant(snippet: _Snippet, fit: _Fit, lines: list[str], budget: Budget) -> str:

@@ -441,7 +441,7 @@ def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: b
     if not isinstance(result, Applied):
         grown = f"{human_size(result.size)} long" if old_readable else "larger than that"  # a size tells the count
         raise ToolFailed(f"the edit would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}")
-    verb = f"Edited ({result.count} replacements)" if result.count > 1 and old_readable else "Edited"
+    verb = f"Edited ({result.count} replacements)" if result.count > len(edits) and old_readable else "Edited"
     shown = show_change(path, old, result.text, verb, old_readable=old_readable)
     text = shown.text
     if old_readable and result.tolerances:
