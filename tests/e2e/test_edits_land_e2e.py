@@ -1,0 +1,173 @@
+"""Issue 21 end to end: tolerant edits, refusals, multi_edit and apply_patch over a real `term2 acp`.
+
+Two processes: one on a model outside the GPT family (offered edit_file and
+multi_edit), one on `openai/gpt-5` (offered apply_patch instead), each
+against the fake OpenAI server, which records the tools every request
+offered and the tool results the model was sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import llm_env
+from tests.e2e.test_tools_e2e import (
+    WARM_UP_TIMEOUT,
+    Agent,
+    Answers,
+    module_agent,
+    only_call,
+    select,
+)
+from tests.fakes.llm_server import start_fake_llm
+from tests.support.acp_process import AcpProcess
+
+agent, _clean_script = module_agent("edits-land")
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    with _gpt_agent(tmp_path_factory.mktemp("edits-gpt")) as started:
+        started.turn(started.session(), timeout=WARM_UP_TIMEOUT)
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def _clean_gpt(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "gpt" in request.fixturenames:
+        started: Agent = request.getfixturevalue("gpt")
+        started.llm.state.reset()
+        started.answers.policy = None
+
+
+@contextlib.contextmanager
+def _gpt_agent(base: Path) -> Iterator[Agent]:
+    root = base / "project"
+    root.mkdir()
+    with start_fake_llm() as llm:
+        answers = Answers()
+        proc = AcpProcess(base, env=llm_env(llm, model="openai/gpt-5"), permission=answers)
+        try:
+            proc.initialize(2)
+            yield Agent(proc, llm, answers, base, root)
+        finally:
+            if proc.proc.poll() is None:
+                proc.close()
+                proc.validate_schemas()
+            proc.kill()
+
+
+def offered(started: Agent) -> list[str]:
+    body = started.llm.requests[-1].body
+    return [tool["function"]["name"] for tool in body["tools"]]
+
+
+def told(started: Agent) -> str:
+    """The last tool result the model was sent."""
+    messages = started.llm.requests[-1].body["messages"]
+    results = [m for m in messages if m.get("role") == "tool"]
+    content = results[-1]["content"]
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+# --- edit_file and multi_edit -----------------------------------------------------------------
+
+
+def test_a_tolerant_edit_is_applied_and_says_what_was_forgiven(agent: Agent) -> None:
+    target = agent.root / "Makefile"
+    target.write_bytes(b"all: app\r\n\tcc -o app main.c\r\n\tstrip app\r\n")
+    messages = agent.turn(
+        agent.session(),
+        call("edit_file", path="Makefile", old_string="all: app\n    cc -o app main.c\n",
+             new_string="all: app\n    cc -O2 -o app main.c\n"),
+    )  # fmt: skip
+    assert target.read_bytes() == b"all: app\r\n\tcc -O2 -o app main.c\r\n\tstrip app\r\n"
+    assert only_call(messages)["status"] == "completed"
+    text = told(agent)
+    assert "did not match exactly; it matched one place after" in text and "tabs" in text
+    assert "-\tcc -o app main.c\r\n+\tcc -O2 -o app main.c\r\n" in text
+    assert offered(agent)[:7] == ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "multi_edit"]
+    assert "apply_patch" not in offered(agent)
+
+
+def test_an_ambiguous_edit_is_refused_with_every_place_named(agent: Agent) -> None:
+    target = agent.root / "twice.py"
+    original = "def a():\n    return 1\n\ndef b():\n    return 1\n"
+    target.write_text(original)
+    edit = call("edit_file", path="twice.py", old_string="return 1", new_string="return 2")
+    messages = agent.turn(agent.session(), edit)
+    assert only_call(messages)["status"] == "failed"
+    text = told(agent)
+    assert "matches 2 times" in text and "lines 2, 5" in text and "does not guess" in text
+    assert target.read_text() == original
+
+
+def test_a_multi_edit_applies_all_of_its_edits_or_none(agent: Agent) -> None:
+    target = agent.root / "config.yaml"
+    target.write_text("name: app\nport: 80\nhost: a\n")
+    edits = [{"old_string": "port: 80", "new_string": "port: 8080"}, {"old_string": "host: a", "new_string": "host: b"}]
+    messages = agent.turn(agent.session(), call("multi_edit", path="config.yaml", edits=edits))
+    assert only_call(messages)["status"] == "completed"
+    assert target.read_text() == "name: app\nport: 8080\nhost: b\n"
+    broken = [{"old_string": "name: app", "new_string": "name: x"}, {"old_string": "absent", "new_string": "y"}]
+    messages = agent.turn(agent.session(), call("multi_edit", path="config.yaml", edits=broken))
+    assert only_call(messages)["status"] == "failed" and "no edit was applied" in told(agent)
+    assert target.read_text() == "name: app\nport: 8080\nhost: b\n"
+
+
+# --- apply_patch for the GPT family --------------------------------------------------------------
+
+
+def test_a_gpt_model_is_offered_apply_patch_and_the_prompt_teaches_it(gpt: Agent) -> None:
+    gpt.turn(gpt.session())
+    names = offered(gpt)
+    assert "apply_patch" in names and "edit_file" not in names and "multi_edit" not in names
+    system = gpt.llm.requests[-1].body["messages"][0]["content"]
+    system = system if isinstance(system, str) else "".join(part.get("text", "") for part in system)
+    assert "`apply_patch`" in system and "`edit_file`" not in system
+
+
+def test_a_patch_with_a_rejected_file_writes_nothing(gpt: Agent) -> None:
+    inside = gpt.root / "app.py"
+    inside.write_text("def greet():\n    print('Hi')\n")
+    outside_folder = gpt.outside()
+    outside = outside_folder / "notes.txt"
+    outside.write_text("old\n")
+    text = "\n".join(
+        [
+            "*** Begin Patch",
+            "*** Add File: docs/new.txt",
+            "+hello",
+            "*** Update File: app.py",
+            "@@ def greet():",
+            "-    print('Hi')",
+            "+    print('Hello')",
+            f"*** Update File: {outside}",
+            "-old",
+            "+new",
+            "*** End Patch",
+        ]
+    )
+    messages = gpt.turn(gpt.session(), call("apply_patch", input=text), policy=select("reject"))
+    state = only_call(messages)
+    assert state["status"] == "failed" and "rejected" in told(gpt)
+    [asked] = [m["params"] for m in gpt.proc.permission_requests if str(outside) in m["params"]["title"]]
+    assert asked["title"] == f"Allow editing {outside}?"
+    assert asked["subject"]["toolCall"]["toolCallId"] == state["toolCallId"]
+    assert inside.read_text() == "def greet():\n    print('Hi')\n"
+    assert outside.read_text() == "old\n" and not (gpt.root / "docs").exists()
+
+    messages = gpt.turn(gpt.session(), call("apply_patch", input=text), policy=select("allow-once"))
+    assert only_call(messages)["status"] == "completed"
+    assert inside.read_text() == "def greet():\n    print('Hello')\n"
+    assert outside.read_text() == "new\n" and (gpt.root / "docs" / "new.txt").read_text() == "hello\n"
