@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from term2.app.config import ConfigError, load_settings
 from term2.app.conversation import render_system_prompt
 from term2.app.edit_tools import edit_tool_names, trained_on_apply_patch
 from term2.app.tools import WorkspaceToolbox
@@ -330,3 +331,12 @@ def test_the_prompt_teaches_the_edit_tools_offered_and_no_other(choice: str) -> 
 def test_a_gpt_family_toolbox_offers_apply_patch_instead_of_edit_file() -> None:
     names = [tool.name for tool in default_tools(edit_tool_names("gpt-5"))]
     assert "apply_patch" in names and "edit_file" not in names and "multi_edit" not in names
+
+
+def test_edit_tools_is_read_from_config_and_environment(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('edit_tools = "both"\n')
+    assert load_settings({"TERM2_CONFIG": str(config)}).edit_tools == "both"
+    assert load_settings({"TERM2_CONFIG": str(config), "TERM2_EDIT_TOOLS": "apply_patch"}).edit_tools == "apply_patch"
+    with pytest.raises(ConfigError, match="edit_tools must be one of auto, edit_file, apply_patch, both"):
+        load_settings({"TERM2_EDIT_TOOLS": "patches"})
