@@ -63,8 +63,8 @@ from term2.adapters.sandbox.tree_scan import (
     quarantine_plants,
     refuse_incomplete,
     scan_after,
-    scan_tree,
 )
+from term2.adapters.sandbox.watched_tree import TreeWatches
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.network import HostPattern, NetworkGrant
 from term2.ports.network import Egress, EgressSession
@@ -124,6 +124,8 @@ class BubblewrapSandbox:
         self._available: SandboxStatus | None = None
         self._masks: MaskMaterial | None = None
         self._roots: dict[str, _RootUse] = {}
+        self.trees = TreeWatches()  # the walks kept between commands, by root (ADR 0031)
+        weakref.finalize(self, self.trees.close)
 
     # -- status -------------------------------------------------------------
 
@@ -216,7 +218,9 @@ class BubblewrapSandbox:
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
         async with self._using(root) as use:
-            before = await anyio.to_thread.run_sync(_scan_before, root, self._limits.scan_entries)
+            before = await anyio.to_thread.run_sync(
+                _scan_before, self.trees, root, self._limits.scan_entries, identity.host_root
+            )
             plan = plan_protection(before, self._mask_material())
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
             notices: list[str] = []
@@ -226,7 +230,7 @@ class BubblewrapSandbox:
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
                     notices = await anyio.to_thread.run_sync(
-                        _clean_up, root, before, self._limits.scan_entries, identity.host_root
+                        _clean_up, self.trees, root, before, self._limits.scan_entries, identity.host_root
                     )
             return replace(result, notices=result.notices + tuple(notices))
 
@@ -420,7 +424,7 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
     raise SandboxFailed(f"the sandbox could not start the command: {message}")
 
 
-def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[str]:
+def _clean_up(trees: TreeWatches, root: str, before: TreeScan, limit: int, host_root: bool) -> list[str]:
     """After every run: quarantine planted git metadata, report changed instruction files and, for
     host-root runs, strip setid bits.
 
@@ -428,7 +432,7 @@ def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[
     root: the seccomp filter already refuses to create those bits, and this is
     the backstop where a miss would be a setuid-root binary.
     """
-    after = scan_after(root, limit, setid=host_root)
+    after = scan_after(root, limit, setid=host_root, walk=trees.scan)
     if isinstance(after, str):
         _log.warning("sandbox.unchecked", root=root, notice=after)
         return [after]
@@ -445,9 +449,9 @@ def _clean_up(root: str, before: TreeScan, limit: int, host_root: bool) -> list[
     return notices
 
 
-def _scan_before(root: str, limit: int) -> TreeScan:
+def _scan_before(trees: TreeWatches, root: str, limit: int, host_root: bool) -> TreeScan:
     try:
-        return scan_tree(root, limit=limit)
+        return trees.scan(root, limit=limit, setid=host_root)  # setid as after: one walk kept for both
     except ScanIncomplete as exc:
         raise refuse_incomplete(root, exc) from None
     except OSError as exc:

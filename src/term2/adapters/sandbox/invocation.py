@@ -39,7 +39,7 @@ class Limits:
     cpu_seconds: int = 900
     tmpfs_size: int = 256 << 20
     # Entries the pre-run walk may see (.env masks, git metadata); past it the run is refused.
-    scan_entries: int = 1_000_000
+    scan_entries: int = 5_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,19 +27,18 @@ quarantine renames act on the folders the walk saw.
 from __future__ import annotations
 
 import os
-import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from term2.domain.footholds import GIT_DIR_KEYS, is_git_dir_shape, is_secret_name
-from term2.domain.instructions import is_instruction_name
+from term2.domain.footholds import GIT_DIR_KEYS
 from term2.domain.workspace import MAX_DEPTH
 from term2.ports.sandbox import SandboxFailed
 
-SCAN_MAX_ENTRIES = 1_000_000
+SCAN_MAX_ENTRIES = 5_000_000  # a few generated trees (node_modules) in a monorepo; 5M paths fit in memory
 SCAN_MAX_DEPTH = MAX_DEPTH  # descriptors held at once; deeper trees are refused (the file tools make none)
 QUARANTINE_SUFFIX = ".term2-quarantined"
 NOTICE_PATHS = 20  # instruction files named in one notice; the rest are counted
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ScanIncomplete(Exception):
@@ -65,129 +64,32 @@ class TreeScan:
     # Every instruction file outside git metadata, by path: (mode, dev, ino, size, mtime, ctime) unfollowed.
     instructions: dict[str, tuple[int, ...]] = field(default_factory=dict)
     entries: int = 0
-
-
-def _head_counts(fd: int) -> bool:
-    """git only takes a folder whose HEAD is a symlink or a non-empty file (an empty mask never counts)."""
-    try:
-        st = os.stat("HEAD", dir_fd=fd, follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0)
+    listed: int = 0  # folders this scan listed (all of them, unless the kernel's events said which changed)
 
 
 def scan_tree(root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
-    """Walk ``root`` (canonical) without following links; raise ScanIncomplete past the limits.
+    """Walk ``root`` (canonical) in full, without following links; raise ScanIncomplete past the limits.
 
     ``setid`` also lists regular files with setuid/setgid bits (for runs mapped
     to host root, whose clean-up strips them), git metadata included: one walk
     instead of two. Inside git metadata nothing else is recorded ("quiet"
-    folders): it is read-only as a whole, or quarantined as a whole.
+    folders): it is read-only as a whole, or quarantined as a whole. The sandbox
+    itself keeps the walk and its watches between commands (``watched_tree``).
     """
-    scan = TreeScan(root)
-    top = os.open(root, _DIR_FLAGS)
-    # Each frame: the folder's fd, its path, and the (subfolder, quiet) pairs still to visit.
-    frames: list[tuple[int, str, list[tuple[str, bool]]]] = []
+    from term2.adapters.sandbox.watched_tree import WatchedTree  # it builds on this module's types
+
+    tree = WatchedTree(root, watch=False)
     try:
-        frames.append((top, root, _visit(scan, top, root, limit, setid, quiet=False)))
-        while frames:
-            fd, path, pending = frames[-1]
-            if not pending:
-                frames.pop()
-                os.close(fd)
-                continue
-            name, quiet = pending.pop()
-            if len(frames) >= SCAN_MAX_DEPTH:
-                raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {path}")
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except PermissionError:
-                raise _unseen(os.path.join(path, name)) from None
-            except OSError:
-                continue  # gone, or swapped for a link since it was listed: nothing to walk
-            child_path = os.path.join(path, name)
-            try:
-                frames.append((child, child_path, _visit(scan, child, child_path, limit, setid, quiet=quiet)))
-            except BaseException:
-                os.close(child)
-                raise
+        return tree.scan(limit=limit, setid=setid)
     finally:
-        for fd, _path, _pending in frames:
-            os.close(fd)
-    return scan
+        tree.close()
 
 
-def _visit(scan: TreeScan, fd: int, path: str, limit: int, setid: bool, *, quiet: bool) -> list[tuple[str, bool]]:
-    """Record what one folder holds; return the subfolders to walk into, and whether quietly."""
-    subdirs: list[tuple[str, bool]] = []
-    names: list[str] = []
-    try:
-        with os.scandir(fd) as entries:
-            for entry in entries:
-                scan.entries += 1
-                if scan.entries > limit:
-                    raise ScanIncomplete(f"more than {limit:,} files and folders")
-                name = entry.name
-                names.append(name)
-                is_dir = entry.is_dir(follow_symlinks=False)
-                if setid and not is_dir and entry.is_file(follow_symlinks=False) and _has_setid(entry):
-                    scan.setid_files.append(os.path.join(path, name))
-                if quiet:
-                    if is_dir:
-                        subdirs.append((name, True))
-                    continue
-                if name == ".git":
-                    if path != scan.root:
-                        full = os.path.join(path, name)
-                        scan.marks[full] = GitMark(full, "dotgit", _ident(entry))
-                    if is_dir and setid:
-                        subdirs.append((name, True))
-                    continue
-                if is_instruction_name(name):
-                    _note_instruction(scan, entry, os.path.join(path, name))
-                if is_dir:
-                    subdirs.append((name, False))
-                elif is_secret_name(name):
-                    if entry.is_symlink():
-                        scan.secret_links.append(os.path.join(path, name))
-                    elif entry.is_file(follow_symlinks=False):
-                        scan.env_files.append(os.path.join(path, name))
-    except PermissionError:
-        raise _unseen(path) from None
-    except OSError:
-        return []  # gone since it was opened: nothing in it to mask
-    if not quiet and path != scan.root and is_git_dir_shape(names) and _head_counts(fd):
-        st = os.fstat(fd)
-        scan.marks[path] = GitMark(path, "shape", (st.st_dev, st.st_ino))
-        subdirs = [(name, True) for name, _quiet in subdirs] if setid else []
-    return sorted(subdirs, reverse=True)
-
-
-def _unseen(path: str) -> ScanIncomplete:
+def unseen(path: str) -> ScanIncomplete:
     """A folder term2 may not list: a command may still reach names in it (search permission alone
     opens a known name, and a sandbox's owner mapping may pass where term2 may not), so what term2
     cannot see it cannot mask, quarantine or report; fail closed."""
     return ScanIncomplete(f"{path} cannot be listed (permission denied); make it readable (chmod u+rx) or remove it")
-
-
-def _note_instruction(scan: TreeScan, entry: os.DirEntry[str], path: str) -> None:
-    try:
-        st = entry.stat(follow_symlinks=False)
-    except OSError:
-        return  # gone since it was listed: the walk after tells whether it came back
-    scan.instructions[path] = (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _has_setid(entry: os.DirEntry[str]) -> bool:
-    try:
-        return bool(entry.stat(follow_symlinks=False).st_mode & (stat.S_ISUID | stat.S_ISGID))
-    except OSError:
-        return False
-
-
-def _ident(entry: os.DirEntry[str]) -> tuple[int, int]:
-    st = entry.stat(follow_symlinks=False)
-    return (st.st_dev, st.st_ino)
 
 
 def planted(before: TreeScan, after: TreeScan) -> list[GitMark]:
@@ -206,7 +108,7 @@ def quarantine(root: str, mark: GitMark) -> str:
         folder, name = mark.path, "HEAD"
     else:
         folder, name = os.path.dirname(mark.path), os.path.basename(mark.path)
-    fd = _open_below(root, folder)
+    fd = open_below(root, folder)
     try:
         target = name + QUARANTINE_SUFFIX
         taken = set(os.listdir(fd))
@@ -220,12 +122,13 @@ def quarantine(root: str, mark: GitMark) -> str:
     return os.path.join(folder, target)
 
 
-def _open_below(root: str, folder: str) -> int:
+def open_below(root: str, folder: str) -> int:
+    """``folder`` (below canonical ``root``) opened from the root component by component with O_NOFOLLOW."""
     rel = os.path.relpath(folder, root)
-    fd = os.open(root, _DIR_FLAGS)
+    fd = os.open(root, DIR_FLAGS)
     try:
         for part in [] if rel == "." else rel.split(os.sep):
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -234,10 +137,13 @@ def _open_below(root: str, folder: str) -> int:
     return fd
 
 
-def scan_after(root: str, limit: int = SCAN_MAX_ENTRIES, *, setid: bool = False) -> TreeScan | str:
-    """The walk after a command, or the notice saying why it could not be done."""
+def scan_after(
+    root: str, limit: int = SCAN_MAX_ENTRIES, *, setid: bool = False, walk: Callable[..., TreeScan] | None = None
+) -> TreeScan | str:
+    """The walk after a command (``walk``, the sandbox's watched one, or a full one), or the notice saying
+    why it could not be done."""
     try:
-        return scan_tree(root, limit=limit, setid=setid)
+        return (walk or scan_tree)(root, limit=limit, setid=setid)
     except ScanIncomplete as exc:
         return (
             f"term2 could not check the workspace for planted git metadata or changed instruction files after "

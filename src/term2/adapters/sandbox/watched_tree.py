@@ -1,0 +1,385 @@
+"""The workspace walk kept between commands: every folder watched, only changed folders listed again.
+
+Before and after each command the sandbox needs the whole tree's ``.env``
+files, git metadata, instruction files and (host-root runs) setid files
+(``tree_scan``). Walking it in full costs ~7 us an entry on a small VM, 3.6 s
+at 500,000 entries. So the first walk of a root builds a tree of folders,
+each opened with ``O_NOFOLLOW`` relative to its parent and watched through
+that descriptor (``inotify``); every later scan reads the kernel's events and
+lists again only the folders they name, in the same way. Nothing is taken
+from timestamps: a command can set a folder's or a file's mtime back, but it
+cannot keep the kernel from queueing the event of its change.
+
+What events alone do not cover is checked directly on every scan: instruction
+files are ``lstat``'ed afresh (their content changes without a name changing,
+and a hard link elsewhere changes them without an event on their folder), and
+folders named like a git directory whose ``HEAD`` does not count yet are
+listed again (writing ``HEAD`` changes no name).
+
+Anything out of the ordinary falls back to the full walk, which stays the
+reference: an event queue that overflowed, a watch lost, a folder that is not
+what was listed at its path, more changed folders than a walk is worth, a
+folder on a file system whose changes may bypass this kernel (NFS, FUSE),
+no watches left. A scan that fails forgets the tree, so the next one walks
+in full and fails the same way (fail closed). Scans of one root hold its lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterator
+
+import structlog
+
+from term2.adapters.sandbox.folder_facts import Facts, list_folder
+from term2.adapters.sandbox.inotify import (
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_Q_OVERFLOW,
+    IN_UNMOUNT,
+    Inotify,
+    Unwatchable,
+    trusted_file_system,
+)
+from term2.adapters.sandbox.tree_scan import (
+    DIR_FLAGS,
+    SCAN_MAX_DEPTH,
+    SCAN_MAX_ENTRIES,
+    ScanIncomplete,
+    TreeScan,
+    open_below,
+    unseen,
+)
+
+_log = structlog.get_logger(__name__)
+
+WATCHED_ROOTS = 8  # roots whose walk (and watches) one sandbox keeps; the least recently used goes
+# Past this many changed folders (or this share of all of them) one full walk is cheaper than
+# opening each from the root.
+REWALK_FOLDERS = 4096
+REWALK_SHARE = 8
+
+
+class _Rewalk(Exception):
+    """The events do not give a consistent picture: walk the whole tree again."""
+
+
+class Folder:
+    """One folder of the tree as last listed."""
+
+    __slots__ = ("children", "depth", "detached", "facts", "ident", "inode", "name", "parent", "path", "quiet", "wd")
+
+    def __init__(self, path: str, parent: Folder | None, name: str, inode: int, quiet: bool) -> None:
+        self.path = path
+        self.parent = parent
+        self.name = name
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.inode = inode  # as its parent listed it
+        self.quiet = quiet
+        self.ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the folder opened
+        self.wd: int | None = None
+        self.children: dict[str, Folder] = {}
+        self.facts: Facts | None = None
+        self.detached = False
+
+
+class WatchedTree:
+    """One workspace root's folders, their facts and their watches; see the module docstring.
+
+    ``watch=False`` walks in full on every scan (``tree_scan.scan_tree``).
+    """
+
+    def __init__(self, root: str, *, watch: bool = True) -> None:
+        self.root = root
+        self.lock = threading.Lock()
+        self._top: Folder | None = None
+        self._setid = False
+        self._entries: dict[Folder, int] = {}
+        self._total = 0
+        self._notable: set[Folder] = set()
+        self._wds: dict[int, Folder] = {}
+        self._inotify: Inotify | None = None
+        self._unwatchable: str | None = None if watch else "not asked to watch"
+        self._listed = 0
+        self._limit = SCAN_MAX_ENTRIES
+        self.history: deque[int] = deque(maxlen=64)  # folders listed by each scan, for tests and benchmarks
+
+    # -- scanning ---------------------------------------------------------------
+
+    def scan(self, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
+        """The tree as it is now; raise ScanIncomplete (or OSError) when it cannot all be seen."""
+        with self.lock:
+            self._listed = 0
+            self._limit = limit
+            try:
+                if self._top is None or self._inotify is None or (setid and not self._setid):
+                    self._walk_all(setid)
+                else:
+                    try:
+                        self._refresh()
+                    except _Rewalk:
+                        self._walk_all(setid)
+                if self._total > limit:
+                    raise ScanIncomplete(f"more than {limit:,} files and folders")
+                scan = self._snapshot(setid)
+            except BaseException:
+                self._forget()
+                raise
+            self.history.append(self._listed)
+            return scan
+
+    def close(self) -> None:
+        with self.lock:
+            self._forget()
+            self._unwatchable = "closed"
+
+    def _forget(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        self._top = None
+        self._entries.clear()
+        self._notable.clear()
+        self._wds.clear()
+        self._total = 0
+
+    def _walk_all(self, setid: bool) -> None:
+        self._forget()
+        self._setid = setid
+        if self._unwatchable is None:
+            try:
+                self._inotify = Inotify()
+            except Unwatchable as exc:
+                self._stop_watching(str(exc))
+        top = Folder(self.root, None, "", 0, False)
+        fd = os.open(self.root, DIR_FLAGS)
+        self._top = top
+        self._walk(top, fd)
+
+    def _stop_watching(self, why: str) -> None:
+        """Walk in full from now on: safe everywhere, only slower."""
+        if self._unwatchable is None:
+            _log.warning("sandbox.walks_unwatched", root=self.root, reason=why)
+        self._unwatchable = why
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+        self._wds.clear()
+
+    # -- the walk of a subtree ----------------------------------------------------
+
+    def _walk(self, start: Folder, fd: int) -> None:
+        """List ``start`` (open as ``fd``, which this closes) and every folder below it."""
+        frames: list[tuple[int, Folder, list[str]]] = []
+        try:
+            frames.append((fd, start, self._list(start, fd)))
+            while frames:
+                fd, folder, pending = frames[-1]
+                if not pending:
+                    frames.pop()
+                    os.close(fd)
+                    continue
+                name = pending.pop()
+                child = folder.children[name]
+                if child.depth >= SCAN_MAX_DEPTH:
+                    raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {folder.path}")
+                try:
+                    child_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except PermissionError:
+                    raise unseen(child.path) from None
+                except OSError:
+                    del folder.children[name]  # gone, or swapped for a link since it was listed: nothing to walk
+                    child.detached = True
+                    continue
+                try:
+                    frames.append((child_fd, child, self._list(child, child_fd)))
+                except BaseException:
+                    os.close(child_fd)
+                    raise
+        except BaseException:
+            for frame_fd, _folder, _pending in frames:
+                os.close(frame_fd)
+            if not frames:
+                os.close(fd)
+            raise
+
+    def _list(self, folder: Folder, fd: int) -> list[str]:
+        """Watch, then list, one folder newly met; return its subfolders' names, still to walk."""
+        if self._inotify is not None:  # a full walk every time needs no identities
+            st = os.fstat(fd)
+            folder.ident = (st.st_dev, st.st_ino)
+            parent_dev = folder.parent.ident[0] if folder.parent is not None else None
+            if st.st_dev != parent_dev and not trusted_file_system(fd):
+                self._stop_watching(f"{folder.path} is on a file system whose changes may bypass this kernel")
+        if self._inotify is not None:
+            try:
+                folder.wd = self._inotify.watch(fd)  # before listing: what changes after, an event says
+            except Unwatchable as exc:
+                self._stop_watching(str(exc))
+            else:
+                self._wds[folder.wd] = folder
+        return sorted(self._apply(folder, fd), reverse=True)
+
+    def _apply(self, folder: Folder, fd: int) -> list[str]:
+        """List ``folder`` and take in what it now holds; return the subfolders new or replaced, still unlisted."""
+        others = self._total - self._entries.get(folder, 0)
+        listing = list_folder(
+            fd,
+            folder.path,
+            top=folder.parent is None,
+            quiet=folder.quiet,
+            setid=self._setid,
+            budget=self._limit - others,
+            limit=self._limit,
+        )
+        self._listed += 1
+        self._entries[folder] = listing.entries
+        self._total = others + listing.entries
+        folder.facts = listing.facts
+        if listing.facts is None:
+            self._notable.discard(folder)
+        else:
+            self._notable.add(folder)
+        for name, child in list(folder.children.items()):
+            if listing.subdirs.get(name) != (child.inode, child.quiet):
+                self._drop(child)
+                del folder.children[name]
+        new = [name for name in listing.subdirs if name not in folder.children]
+        for name in new:
+            inode, quiet = listing.subdirs[name]
+            folder.children[name] = Folder(os.path.join(folder.path, name), folder, name, inode, quiet)
+        return new
+
+    def _drop(self, folder: Folder) -> None:
+        """Let go of a subtree no longer there (its watches too, unless its folders are watched elsewhere now)."""
+        for gone in _subtree(folder):
+            gone.detached = True
+            self._total -= self._entries.pop(gone, 0)
+            self._notable.discard(gone)
+            if gone.wd is not None and self._wds.get(gone.wd) is gone:
+                del self._wds[gone.wd]
+                if self._inotify is not None:
+                    self._inotify.unwatch(gone.wd)
+
+    # -- the events ---------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        assert self._inotify is not None
+        dirty: set[Folder] = {folder for folder in self._notable if folder.facts and folder.facts.head_pending}
+        lost: list[Folder] = []
+        for event in self._inotify.read():
+            if event.mask & (IN_Q_OVERFLOW | IN_UNMOUNT):
+                raise _Rewalk
+            folder = self._wds.get(event.wd)
+            if folder is None:
+                continue  # a watch let go here: its folder was dropped with its parent's listing
+            if event.mask & IN_IGNORED:
+                del self._wds[event.wd]
+                folder.wd = None
+                lost.append(folder)
+            else:
+                dirty.add(folder)
+            if event.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) and folder.parent is not None:
+                dirty.add(folder.parent)
+        if len(dirty) > min(REWALK_FOLDERS, max(64, len(self._entries) // REWALK_SHARE)):
+            raise _Rewalk
+        for folder in sorted(dirty, key=lambda f: f.depth):
+            if not folder.detached:
+                self._relist(folder)
+        if any(not folder.detached for folder in lost):
+            raise _Rewalk  # still there, no longer watched (its file system went away under it?)
+
+    def _relist(self, folder: Folder) -> None:
+        """List a changed folder again, reached from the root as the walk reaches it, and walk what is new."""
+        try:
+            fd = open_below(self.root, folder.path)
+        except PermissionError:
+            raise unseen(folder.path) from None
+        except OSError:
+            raise _Rewalk from None  # gone or replaced, and its parent's events did not say so
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != folder.ident:
+                raise _Rewalk
+            for name in sorted(self._apply(folder, fd)):
+                self._walk_new(folder, fd, folder.children[name])
+        finally:
+            os.close(fd)
+
+    def _walk_new(self, parent: Folder, parent_fd: int, child: Folder) -> None:
+        if child.depth >= SCAN_MAX_DEPTH:
+            raise ScanIncomplete(f"folders nested more than {SCAN_MAX_DEPTH} deep under {parent.path}")
+        try:
+            fd = os.open(child.name, DIR_FLAGS, dir_fd=parent_fd)
+        except PermissionError:
+            raise unseen(child.path) from None
+        except OSError:
+            del parent.children[child.name]
+            child.detached = True
+            return
+        self._walk(child, fd)
+
+    # -- the result ---------------------------------------------------------------
+
+    def _snapshot(self, setid: bool) -> TreeScan:
+        scan = TreeScan(self.root, entries=self._total, listed=self._listed)
+        for folder in sorted(self._notable, key=lambda f: f.path):
+            facts = folder.facts
+            assert facts is not None
+            scan.env_files += facts.env_files
+            scan.secret_links += facts.secret_links
+            for mark in facts.marks:
+                scan.marks[mark.path] = mark
+            if setid:
+                scan.setid_files += facts.setid_files
+            for path in facts.instructions:
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue  # gone since it was listed: the next scan tells whether it came back
+                scan.instructions[path] = (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return scan
+
+
+def _subtree(folder: Folder) -> Iterator[Folder]:
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children.values())
+
+
+class TreeWatches:
+    """The watched trees of one sandbox, by root; the least recently used beyond WATCHED_ROOTS let go."""
+
+    def __init__(self, capacity: int = WATCHED_ROOTS) -> None:
+        self._capacity = capacity
+        self._trees: OrderedDict[str, WatchedTree] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def tree(self, root: str) -> WatchedTree:
+        with self._lock:
+            tree = self._trees.get(root)
+            if tree is None:
+                tree = self._trees[root] = WatchedTree(root)
+            self._trees.move_to_end(root)
+            for old_root, old in list(self._trees.items())[: max(0, len(self._trees) - self._capacity)]:
+                if old.lock.acquire(blocking=False):  # one in use is let go next time
+                    try:
+                        old._forget()
+                    finally:
+                        old.lock.release()
+                    del self._trees[old_root]
+            return tree
+
+    def scan(self, root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
+        return self.tree(root).scan(limit=limit, setid=setid)
+
+    def close(self) -> None:
+        with self._lock:
+            for tree in self._trees.values():
+                tree.close()
+            self._trees.clear()

@@ -1,0 +1,242 @@
+"""Threat suite, a big workspace: the walks kept between commands (ADR 0031) miss nothing a full walk finds.
+
+After the first command the sandbox lists only the folders the kernel's events
+name; these tests plant, on a generated tree of ~20,000 entries (~2,900
+folders), each thing the walks exist to find, in the ways that change no
+folder a path-and-timestamp shortcut would look at, and check both that it is
+found and that the scan found it by listing a handful of folders, not the
+tree (the counts stand in for timings, which live in benchmarks/). Both host
+modes run (see conftest); the folder term2 may not list needs term2 itself
+unprivileged, so that test runs the adapter in a child process as uid 65534.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.sandbox.commands import text
+from tests.sandbox.test_threats_plants_and_escapes import git_dir_seen_by_host
+
+if TYPE_CHECKING:
+    from term2.ports.sandbox import CommandResult
+    from tests.sandbox.conftest import Box
+
+if not os.path.exists("/usr/bin/bwrap"):
+    pytest.skip("/usr/bin/bwrap is not installed: the threat suite needs the real sandbox", allow_module_level=True)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+DEEP = "packages/p2/node_modules/d200/lib"  # one folder among thousands, eight levels down
+FEW = 20  # folders a scan may list after a small command: the changed ones (a new .git's, as root) and parents
+
+
+def make_tree(root: Path, entries: int = 20_000) -> int:
+    """A monorepo-shaped tree (packages with node_modules, ~7 entries a folder); return its folder count."""
+    base = os.fsencode(root)
+    folders = 0
+    made = 0
+    for p in range(9):
+        os.makedirs(base + b"/packages/p%d/node_modules" % p)
+        folders += 2
+    dep = 0
+    while made < entries:
+        dep_dir = base + b"/packages/p%d/node_modules/d%d" % (dep % 9, dep)
+        os.mkdir(dep_dir)
+        for name in (b"package.json", b"index.js", b"README.md", b"LICENSE"):
+            os.close(os.open(dep_dir + b"/" + name, os.O_WRONLY | os.O_CREAT, 0o644))
+        for sub, count in ((b"lib", 8), (b"dist", 6)):
+            os.mkdir(dep_dir + b"/" + sub)
+            for i in range(count):
+                os.close(os.open(dep_dir + b"/" + sub + b"/m%d.js" % i, os.O_WRONLY | os.O_CREAT, 0o644))
+        folders += 3
+        made += 21
+        dep += 1
+    return folders
+
+
+@pytest.fixture
+def big(box: Box) -> int:
+    folders = make_tree(box.root)
+    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
+    return folders
+
+
+def listed(box: Box) -> list[int]:
+    """Folders listed by each scan so far (before and after every command), oldest first."""
+    return list(box.sandbox.trees.tree(str(box.root)).history)
+
+
+async def warm(box: Box, folders: int) -> None:
+    """The first command walks everything; the next ones only what changed."""
+    await box.run("true")
+    await box.run("true")
+    first, *later = listed(box)
+    assert first >= folders, "the first scan lists every folder"
+    assert max(later) <= FEW, later
+
+
+async def run_listing_few(box: Box, command: str) -> CommandResult:
+    result = await box.run(command)
+    assert max(listed(box)[-2:]) <= FEW, listed(box)
+    return result
+
+
+async def test_an_env_file_an_earlier_command_made_deep_in_the_tree_is_masked(box: Box, big: int) -> None:
+    await warm(box, big)
+    await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env.local && echo made")
+    result = await run_listing_few(box, f"cat {DEEP}/.env.local; cp {DEEP}/.env.local x; cat x; echo done")
+    assert "done" in text(result) and box.tag not in text(result)
+    # moved in from elsewhere, under another name first: a rename names the folder as much as a create
+    await box.run(f"mkdir -p stash && printf 'KEY=sk2-{box.tag}\\n' > stash/key && mv stash/key {DEEP}/../.env")
+    result = await run_listing_few(box, f"cat {DEEP}/../.env; echo done")
+    assert "done" in text(result) and f"sk2-{box.tag}" not in text(result)
+
+
+async def test_a_folder_moved_into_the_tree_brings_its_env_file_under_the_mask(box: Box, big: int) -> None:
+    """A folder moved in is new to the walk: everything below it is listed, however deep."""
+    await warm(box, big)
+    await box.run(f"mkdir -p /tmp/x/a/b/c && printf 'KEY=sk-{box.tag}\\n' > /tmp/x/a/b/c/.env; mv /tmp/x/a {DEEP}/a")
+    await box.run(f"mkdir -p n/a/b/c && printf 'KEY=sk-{box.tag}\\n' > n/a/b/c/.env && mv n {DEEP}/n")
+    result = await run_listing_few(box, f"cat {DEEP}/n/a/b/c/.env {DEEP}/a/b/c/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result)
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "git init -q {deep}/sub",
+        "mkdir -p {deep}/sub/objects {deep}/sub/refs && echo 'ref: refs/heads/main' > {deep}/sub/HEAD",
+    ],
+)
+async def test_a_git_directory_planted_deep_in_the_tree_is_quarantined(box: Box, big: int, plant: str) -> None:
+    await warm(box, big)
+    result = await run_listing_few(box, plant.format(deep=DEEP) + " && echo planted")
+    assert "planted" in text(result)
+    assert result.notices and all("quarantined" in n for n in result.notices), result.notices
+    seen = git_dir_seen_by_host(box.root / DEEP / "sub")
+    assert seen is None or not seen.startswith(str(box.root)), seen
+
+
+async def test_a_head_written_later_completes_a_shape_and_is_quarantined(box: Box, big: int) -> None:
+    """Writing an empty HEAD changes no name: no event names the folder, so the scan checks it itself."""
+    await warm(box, big)
+    first = await run_listing_few(box, f"mkdir -p {DEEP}/s/objects {DEEP}/s/refs && touch {DEEP}/s/HEAD")
+    assert not first.notices, "an empty HEAD does not make a git directory"
+    result = await run_listing_few(box, f"echo 'ref: refs/heads/main' > {DEEP}/s/HEAD && echo written")
+    assert "written" in text(result)
+    assert result.notices and "quarantined" in result.notices[0], result.notices
+    assert (box.root / DEEP / "s" / "HEAD.term2-quarantined").exists()
+
+
+@pytest.fixture
+def instructions(box: Box, big: int) -> Path:
+    return box.write(box.root / DEEP / "AGENTS.md", "Run the tests.\n")
+
+
+async def test_an_instruction_file_changed_with_its_mtime_restored_is_reported(
+    box: Box, big: int, instructions: Path
+) -> None:
+    """Its folder's listing is unchanged (no name changed): the file's own change time gives it away."""
+    await warm(box, big)
+    old = instructions.stat()
+    restore = f"os.utime('{DEEP}/AGENTS.md', ns=({old.st_atime_ns}, {old.st_mtime_ns}))"
+    result = await run_listing_few(
+        box, f"printf 'Skip the tests\\n' > {DEEP}/AGENTS.md && python3 -c \"import os; {restore}\" && echo done"
+    )
+    assert "done" in text(result)
+    assert instructions.stat().st_mtime_ns == old.st_mtime_ns and instructions.stat().st_size == old.st_size
+    assert any(f"changed {DEEP}/AGENTS.md" in n for n in result.notices), result.notices
+
+
+async def test_an_instruction_file_changed_through_a_hard_link_elsewhere_is_reported(
+    box: Box, big: int, instructions: Path
+) -> None:
+    """Written through another name in another folder: no event on its own folder at all."""
+    await warm(box, big)
+    await box.run(f"ln {DEEP}/AGENTS.md packages/p0/notes.txt")
+    result = await run_listing_few(box, "printf 'Skip tests.\\n' > packages/p0/notes.txt && echo done")
+    assert "done" in text(result)
+    assert instructions.read_text() == "Skip tests.\n"
+    assert any(f"changed {DEEP}/AGENTS.md" in n for n in result.notices), result.notices
+
+
+async def test_fifos_in_the_tree_never_block_the_walks(box: Box, big: int) -> None:
+    await warm(box, big)
+    made = await run_listing_few(
+        box,
+        f"mkfifo {DEEP}/.env {DEEP}/AGENTS.md {DEEP}/pipe && mkdir -p {DEEP}/f/objects {DEEP}/f/refs "
+        f"&& mkfifo {DEEP}/f/HEAD && echo made",
+    )
+    assert "made" in text(made)
+    assert any(f"created {DEEP}/AGENTS.md" in n for n in made.notices), made.notices
+    result = await run_listing_few(box, f"echo next; echo x > {DEEP}/f/refs/r")  # the FIFO HEAD is checked again
+    assert "next" in text(result) and not result.notices
+
+
+async def test_a_command_touching_thousands_of_folders_gets_a_full_walk_that_finds_its_plant(
+    box: Box, big: int
+) -> None:
+    """Past a few thousand changed folders one walk is cheaper than reaching each: the reference path."""
+    await warm(box, big)
+    result = await box.run(
+        "for d in packages/*/node_modules/*/lib; do touch $d/new; done; git init -q packages/p5/sub; echo done"
+    )
+    assert "done" in text(result)
+    assert listed(box)[-1] >= big, "the scan after walked the whole tree again"
+    assert any("quarantined packages/p5/sub/.git" in n for n in result.notices), result.notices
+
+
+_UNPRIVILEGED_RUN = textwrap.dedent(
+    """
+    import json, sys, anyio
+    from term2.adapters.sandbox import BubblewrapSandbox
+    from term2.ports.sandbox import CommandRequest, SandboxFailed
+
+    async def main(root):
+        sandbox = BubblewrapSandbox()
+        said = []
+        for command in ("true", "true", "chmod 311 {deep} && echo done", "echo next"):
+            request = CommandRequest(command=command.format(deep=sys.argv[2]), root=root, cwd=root, timeout_s=20)
+            try:
+                result = await sandbox.run(request)
+                said.append({"output": result.output.decode(), "notices": list(result.notices)})
+            except SandboxFailed as exc:
+                said.append({"refused": str(exc)})
+        said.append({"listed": list(sandbox.trees.tree(root).history)})
+        print("RESULT " + json.dumps(said))
+
+    anyio.run(main, sys.argv[1])
+    """
+)
+
+
+async def test_a_folder_term2_may_not_list_refuses_the_next_command(box: Box) -> None:
+    """term2 unprivileged, as most users run it: a command makes a folder deep in the tree x-only (its names
+    still open, none can be listed), so what is in it term2 cannot vouch for: fail closed, with the folder named."""
+    if box.mode != "user-owned" or os.geteuid() != 0:
+        pytest.skip("runs term2 itself as the workspace's unprivileged owner, which takes root to arrange")
+    make_tree(box.root)
+    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
+    src = Path(__file__).resolve().parents[2] / "src"
+    child = subprocess.run(
+        ["setpriv", f"--reuid={box.owner[0]}", f"--regid={box.owner[1]}", "--clear-groups", "--",
+         sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(src)!r}); exec({_UNPRIVILEGED_RUN!r})",
+         str(box.root), DEEP],
+        capture_output=True, text=True, timeout=100, check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    [said] = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
+    first, second, chmod, nxt, counts = json.loads(said.removeprefix("RESULT "))
+    assert "output" in first and "output" in second, (first, second)
+    assert "done" in chmod["output"]
+    assert any("cannot be listed" in n and "commands stay refused" in n for n in chmod["notices"]), chmod
+    assert "refused" in nxt and f"{DEEP} cannot be listed" in nxt["refused"], nxt
+    assert max(counts["listed"][2:5]) <= FEW, counts  # it was the event on that folder that found it
