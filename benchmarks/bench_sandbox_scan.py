@@ -1,14 +1,21 @@
-"""What the pre- and post-command walk of the workspace costs (ADR 0005, ADR 0010).
+"""What the walks of the workspace before and after each command cost, by tree size (ADR 0005, 0010, 0031).
 
-Usage: python benchmarks/bench_sandbox_scan.py [--sizes 1000,10000,100000,300000] [--runs 5] [--owner UID]
+Usage: python benchmarks/bench_sandbox_scan.py [--sizes 10000,100000,500000,1500000] [--runs 9]
+                                               [--dir /var/cache] [--owner UID]
 
-For each size, a tree of that many entries (folders of 100 files, 10 folders
-per level, a few .env files and one nested repository) is made under /tmp;
-then the walk alone (scan_tree) and a whole `true` through BubblewrapSandbox
-(walk, bwrap, walk again) are timed, median of --runs warm runs, and compared
-with the same `true` in an empty workspace. Run as root, the tree is root-owned
-(the sandbox maps to host root, and the post-run walk also stats every file
-for setid bits) unless --owner gives it to another uid (bwrap then runs as it).
+For each size, a monorepo-shaped tree of about that many entries is made under
+--dir with bare os.mkdir/os.open calls (9 packages whose node_modules hold
+nearly all of it, ~7 entries a folder as npm leaves them, two `.env` files, a
+nested repository, an AGENTS.md; ~280 MB of inodes per 500,000 entries), then
+timed, median of --runs warm runs:
+- the full walk alone (`scan_tree`, what every command paid before ADR 0031);
+- the first command (`true` through BubblewrapSandbox: the full walk that sets up the watches);
+- a warm `true` command, and the same in an empty workspace: the difference is what the walks
+  cost a command now; and the walks alone (the scan before and after, as the sandbox makes them).
+The tree is removed before the next size is made. Run as root, the tree is
+root-owned (the sandbox maps to host root and the walks also look for setid
+files) unless --owner gives it to another uid (bwrap then runs as it).
+Timing lives here, never in tests.
 """
 
 from __future__ import annotations
@@ -32,60 +39,103 @@ from term2.adapters.sandbox.tree_scan import scan_tree
 from term2.ports.sandbox import CommandRequest
 
 
+def touch(path: bytes, data: bytes = b"") -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if data:
+        os.write(fd, data)
+    os.close(fd)
+
+
 def make_tree(root: Path, entries: int) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    base = os.fsencode(root)
+    touch(base + b"/.gitignore", b"node_modules/\n")
+    touch(base + b"/AGENTS.md", b"Run the tests.\n")
     made = 0
-    folder_index = 0
+    for p in range(9):
+        src = base + b"/packages/p%d/src" % p
+        os.makedirs(src)
+        os.mkdir(base + b"/packages/p%d/node_modules" % p)
+        for i in range(35):
+            touch(src + b"/f%d.ts" % i, b"export const v = %d;\n" % i)
+        made += 38
+    dep = 0
     while made < entries:
-        folder = root / f"pkg{folder_index // 10}" / f"mod{folder_index % 10}"
-        folder.mkdir(parents=True, exist_ok=True)
-        for i in range(min(100, entries - made)):
-            (folder / f"f{i}.py").touch()
-        made += 100 + 1
-        folder_index += 1
-    (root / ".env").write_text("KEY=x\n")
-    (root / "pkg0" / ".env.local").write_text("KEY=y\n")
-    subprocess.run(["git", "init", "-q", str(root / "pkg0" / "vendored")], check=True)
+        folder = base + b"/packages/p%d/node_modules/d%d" % (dep % 9, dep)
+        os.mkdir(folder)
+        for name in (b"package.json", b"index.js", b"README.md", b"LICENSE"):
+            touch(folder + b"/" + name)
+        for sub, count in ((b"lib", 8), (b"dist", 6)):
+            os.mkdir(folder + b"/" + sub)
+            for i in range(count):
+                touch(folder + b"/" + sub + b"/m%d.js" % i)
+        made += 21
+        dep += 1
+    touch(base + b"/.env", b"KEY=x\n")
+    touch(base + b"/packages/p0/.env.local", b"KEY=y\n")
+    subprocess.run(["git", "init", "-q", str(root / "packages" / "p1" / "vendored")], check=True)
 
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-async def time_command(sandbox: BubblewrapSandbox, root: str, runs: int) -> float:
-    samples = []
+async def time_true(sandbox: BubblewrapSandbox, root: str) -> float:
+    start = time.perf_counter()
+    result = await sandbox.run(CommandRequest(command="true", root=root, cwd=root))
+    elapsed = time.perf_counter() - start
+    assert result.exit_code == 0, result
+    return elapsed
+
+
+async def measure(sandbox: BubblewrapSandbox, base: Path, size: int, runs: int, owner: int | None) -> str:
+    if size:
+        made = time.perf_counter()
+        make_tree(base, size)
+        print(f"  made {size:,} entries in {time.perf_counter() - made:.0f} s", file=sys.stderr)
+    if owner is not None:
+        os.chmod(base, 0o755)
+        subprocess.run(["chown", "-R", f"{owner}:{owner}", str(base)], check=True)
+    root = os.path.realpath(base)
+    host_root = os.stat(root).st_uid == 0 and os.geteuid() == 0
+    start = time.perf_counter()
+    full = scan_tree(root, limit=10_000_000, setid=host_root)
+    full_ms = (time.perf_counter() - start) * 1000
+    first_ms = await time_true(sandbox, root) * 1000
+    warm = [await time_true(sandbox, root) for _ in range(runs)]
+    trees = sandbox.trees
+    walks = []
     for _ in range(runs):
         start = time.perf_counter()
-        await sandbox.run(CommandRequest(command="true", root=root, cwd=root))
-        samples.append(time.perf_counter() - start)
-    return median_ms(samples)
+        trees.scan(root, setid=host_root)
+        trees.scan(root, setid=host_root)
+        walks.append(time.perf_counter() - start)
+    listed = max(list(trees.tree(root).history)[1:])
+    return (
+        f"| {full.entries:,} | {full.listed:,} | {full_ms:,.0f} | {first_ms:,.0f} | {median_ms(warm):.1f} | "
+        f"{median_ms(walks):.2f} | {listed} |"
+    )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1000,10000,100000,300000")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sizes", default="10000,100000,500000,1500000")
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--dir", default="/var/cache" if os.access("/var/cache", os.W_OK) else None)
     parser.add_argument("--owner", type=int, default=None)
     args = parser.parse_args()
     sandbox = BubblewrapSandbox()
-    await sandbox.status()
-    print("| entries | walk alone (ms) | `true` through the sandbox (ms) |")
-    print("|---:|---:|---:|")
+    status = await sandbox.status()
+    assert status.available, status.detail
+    print(
+        "| entries | folders | full walk (ms) | first command (ms) | warm `true` (ms) "
+        "| both walks of a warm command (ms) | most folders listed by a warm walk |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for size in [0, *(int(s) for s in args.sizes.split(","))]:
-        base = Path(tempfile.mkdtemp(prefix="term2-bench-scan-"))
+        base = Path(tempfile.mkdtemp(prefix="term2-bench-scan-", dir=args.dir))
         try:
-            if size:
-                make_tree(base, size)
-            if args.owner is not None:
-                os.chmod(base, 0o755)
-                subprocess.run(["chown", "-R", f"{args.owner}:{args.owner}", str(base)], check=True)
-            root = os.path.realpath(base)
-            walks = []
-            for _ in range(args.runs):
-                start = time.perf_counter()
-                scan = scan_tree(root)
-                walks.append(time.perf_counter() - start)
-            command = await time_command(sandbox, root, args.runs)
-            print(f"| {scan.entries:,} | {median_ms(walks):.1f} | {command:.1f} |")
+            print(await measure(sandbox, base, size, args.runs, args.owner), flush=True)
         finally:
             shutil.rmtree(base)
 

@@ -21,7 +21,10 @@ system prompt of later sessions, so the model and the user must be told.
 The walk holds one descriptor per level and opens every folder with
 ``O_NOFOLLOW`` relative to its parent, so a command running beside it (a
 concurrent run on the same root) cannot steer it out of the root, and the
-quarantine renames act on the folders the walk saw.
+quarantine renames act on the folders the walk saw. The sandbox keeps the walk
+between commands and lists again only the folders the kernel says changed
+(``watched_tree``, ADR 0031); this module holds what a walk finds and what is
+done with it.
 """
 
 from __future__ import annotations
