@@ -20,13 +20,14 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
+from term2.ports.sandbox import CommandResult
 from tests.sandbox.commands import text
 from tests.sandbox.test_threats_plants_and_escapes import git_dir_seen_by_host
 
 if TYPE_CHECKING:
-    from term2.ports.sandbox import CommandResult
     from tests.sandbox.conftest import Box
 
 if not os.path.exists("/usr/bin/bwrap"):
@@ -240,3 +241,21 @@ async def test_a_folder_term2_may_not_list_refuses_the_next_command(box: Box) ->
     assert any("cannot be listed" in n and "commands stay refused" in n for n in chmod["notices"]), chmod
     assert "refused" in nxt and f"{DEEP} cannot be listed" in nxt["refused"], nxt
     assert max(counts["listed"][2:5]) <= FEW, counts  # it was the event on that folder that found it
+
+
+async def test_concurrent_commands_on_one_root_each_find_their_own_plants(box: Box, big: int) -> None:
+    """Two commands at once (a run_code program's run_shell, or two sessions): each scan holds the root's
+    lock and returns its own snapshot, so each command's after is compared with its own before."""
+    await warm(box, big)
+    results: dict[str, CommandResult] = {}
+
+    async def run(name: str, command: str) -> None:
+        results[name] = await box.run(command)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, "slow", f"sleep 1; git init -q {DEEP}/slow; echo done")
+        tg.start_soon(run, "quick", f"git init -q packages/p4/quick; printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env")
+    assert any("quarantined packages/p4/quick/.git" in n for n in results["quick"].notices), results["quick"].notices
+    assert any(f"quarantined {DEEP}/slow/.git" in n for n in results["slow"].notices), results["slow"].notices
+    result = await box.run(f"cat {DEEP}/.env; echo done")  # its scan lists the quarantined trees, renamed
+    assert "done" in text(result) and box.tag not in text(result)
