@@ -20,6 +20,7 @@ import httpx
 import openai
 import pytest
 
+from tests.fakes.llama_cpp_like import LlamaSettings
 from tests.fakes.llm_accounting import prompt_chars, tokens_of
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 
@@ -147,7 +148,7 @@ def test_openai_context_length_rejection_keeps_the_scripted_reply(server: FakeLL
 
 def test_openai_server_wide_prompt_limit_and_config_route(server: FakeLLMServer) -> None:
     answer = httpx.post(server.base_url + "/_config", json={"max_prompt_chars": 100}).json()
-    assert answer == {"max_prompt_chars": 100, "require_key": None}
+    assert answer == {"max_prompt_chars": 100, "require_key": None, "llama_cpp": None}
     with pytest.raises(openai.BadRequestError) as caught:
         oa(server).chat.completions.create(model=MODEL_OA, messages=[{"role": "user", "content": "x" * 200}])
     assert caught.value.code == "context_length_exceeded"
@@ -564,3 +565,62 @@ def test_gemini_count_tokens(server: FakeLLMServer) -> None:
     answer = httpx.post(server.base_url + "/v1beta/models/gemini-fake:countTokens", json=body).json()
     assert answer == {"totalTokens": tokens_of(prompt_chars("gemini", body))}
     assert server.requests == []
+
+
+# --------------------------------------------------------------------------- the llama.cpp-like mode
+
+
+@pytest.fixture
+def llama() -> Iterator[FakeLLMServer]:
+    with start_fake_llm(llama_cpp=LlamaSettings(n_ctx=300, tool_format="streamed")) as fake:
+        yield fake
+
+
+TOOL_TURN: list[Any] = [
+    {"role": "user", "content": "Read it."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "text"},
+]
+
+
+def test_llama_cpp_like_streams_to_the_openai_client_without_usage(llama: FakeLLMServer) -> None:
+    llama.push({"text": "Hello there", "chunks": 2})
+    stream = oa(llama).chat.completions.create(
+        model="gemma", messages=[{"role": "user", "content": "Hi"}], stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello there"
+    assert all(c.usage is None for c in chunks)  # stream_options is ignored, silently
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_llama_cpp_like_refuses_null_content_with_pydantic_500(llama: FakeLLMServer) -> None:
+    with pytest.raises(openai.InternalServerError) as caught:
+        oa(llama).chat.completions.create(model="gemma", messages=TOOL_TURN)
+    message = caught.value.body["message"] if isinstance(caught.value.body, dict) else ""
+    assert message.startswith("7 validation errors:\n"), message
+    assert "'loc': ('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', 'content')" in message
+    TOOL_TURN[1]["content"] = ""
+    try:
+        llama.push({"text": "Read."})
+        reply = oa(llama).chat.completions.create(model="gemma", messages=TOOL_TURN)
+    finally:
+        TOOL_TURN[1]["content"] = None
+    assert reply.choices[0].message.content == "Read." and reply.usage is not None
+
+
+def test_llama_cpp_like_overflow_empty_when_streamed_400_otherwise(llama: FakeLLMServer) -> None:
+    long = [{"role": "user", "content": "word " * 400}]
+    with httpx.stream(
+        "POST", f"{llama.base_url}/v1/chat/completions", json={"model": "gemma", "messages": long, "stream": True}
+    ) as response:
+        assert response.status_code == 200 and response.read() == b""
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    with pytest.raises(openai.BadRequestError) as caught:
+        oa(llama).chat.completions.create(model="gemma", messages=long)
+    assert caught.value.code == "context_length_exceeded"
+    assert "maximum context length is 300 tokens" in str(caught.value)

@@ -41,6 +41,7 @@ from term2.ports.llm import (
     CompletionRequest,
     ContextWindowExceeded,
     Finished,
+    IncompleteResponse,
     LLMError,
     LLMEvent,
     LLMProvider,
@@ -50,6 +51,7 @@ from term2.ports.llm import (
     QuotaExceeded,
     RateLimited,
     ReasoningReady,
+    RequestOptions,
     TextDelta,
     ThoughtDelta,
     ToolCallReady,
@@ -57,6 +59,7 @@ from term2.ports.llm import (
     ToolSpec,
     Usage,
 )
+from tests.fakes.llama_cpp_like import LlamaSettings
 from tests.fakes.llm_server import QUOTA_EXCEEDED, FakeLLMServer, start_fake_llm, text_pieces
 from tests.support.net import closed_port
 
@@ -842,3 +845,85 @@ def test_litellm_never_writes_to_stdout(stdout_probe: _Probe) -> None:
     assert returncode == 0, stderr[-3000:]
     assert "PROBE AuthenticationFailed BadRequest" in stderr, stderr[-3000:]
     assert stdout_probe.stdout.read_bytes() == b""
+
+
+# --------------------------------------------------------------------------- a llama.cpp-like server
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> Iterator[FakeLLMServer]:
+    """The fake in its llama.cpp-like mode (llama-cpp-python's answers), a 1,000-token context."""
+    with start_fake_llm(llama_cpp=LlamaSettings(n_ctx=1_000, tool_format="streamed")) as server:
+        yield server
+
+
+@pytest.fixture(params=["native-openai", "litellm-openai"])
+def on_llama(request: pytest.FixtureRequest, llama_server: FakeLLMServer) -> HTTPHarness:
+    llama_server.state.reset()
+    return HTTPHarness(llama_server, "openai", native=str(request.param).startswith("native"))
+
+
+def _with_options(harness: HTTPHarness, options: RequestOptions) -> LLMProvider:
+    settings = ProviderSettings(
+        model=harness.model, api_base=harness.api_base, api_key="sk-contract", request_options=options
+    )
+    return LiteLLMProvider(settings) if not harness.native else OpenAIChatProvider(settings)
+
+
+async def test_llama_cpp_like_takes_a_tool_loop_and_streams_no_usage(on_llama: HTTPHarness) -> None:
+    """The tool-call turn goes out with `"content": ""` (null is a 500 there); no usage comes back."""
+    events = await collect(on_llama, {"text": "It is a demo.", "chunks": 2})
+    assert "".join(e.text for e in _of(events, TextDelta)) == "It is a demo."
+    if on_llama.native:  # litellm counts a stream without usage itself (a limitation: docs/configuration.md)
+        assert _of(events, Usage) == []
+    assert _assert_one_finished_last(events) is FinishReason.STOP
+    [assistant] = [m for m in on_llama.body()["messages"] if m["role"] == "assistant"]
+    assert assistant["content"] == ""
+
+
+async def test_llama_cpp_like_validation_500_names_its_field_and_allows_one_retry(on_llama: HTTPHarness) -> None:
+    provider = _with_options(on_llama, RequestOptions(extra_body=(("temperature", "hot"),)))
+    try:
+        with pytest.raises(LLMError) as caught:
+            async for _ in provider.stream(REQUEST):
+                pass
+    finally:
+        await provider.aclose()
+    error = caught.value
+    assert on_llama.body()["temperature"] == "hot"
+    assert error.status == 500 and error.transient
+    if on_llama.native:  # litellm keeps only the head of the body: the field is the native wire's
+        assert error.retry_limit == 1
+        assert "temperature: Input should be a valid number" in str(error), str(error)
+
+
+async def test_llama_cpp_like_overflow_is_an_empty_stream_not_an_answer(on_llama: HTTPHarness) -> None:
+    long = CompletionRequest((ChatMessage("user", "word " * 2_000),))
+    async with opened(on_llama) as provider:
+        with pytest.raises(IncompleteResponse) as caught:
+            async for _ in provider.stream(long):
+                pass
+    assert caught.value.empty
+    assert "empty event stream" in str(on_llama.server.requests[-1].rejection)
+
+
+async def test_llama_cpp_like_ends_an_endless_answer_at_max_tokens(on_llama: HTTPHarness) -> None:
+    on_llama.push({"endless": True})
+    bounded = CompletionRequest((ChatMessage("user", "count"),), max_tokens=12)
+    async with opened(on_llama) as provider:
+        events = [event async for event in provider.stream(bounded)]
+    assert len(_of(events, TextDelta)) == 12
+    assert _assert_one_finished_last(events) is FinishReason.LENGTH
+    assert on_llama.body()["max_tokens"] == 12
+
+
+async def test_request_options_reach_the_wire(on_llama: HTTPHarness) -> None:
+    options = RequestOptions(tool_choice="auto", stream_usage=False, extra_body=(("cache_prompt", True),))
+    on_llama.push({"text": "ok"})
+    provider = _with_options(on_llama, options)
+    try:
+        [_ async for _ in provider.stream(REQUEST)]
+    finally:
+        await provider.aclose()
+    body = on_llama.body()
+    assert body["tool_choice"] == "auto" and body["cache_prompt"] is True and "stream_options" not in body

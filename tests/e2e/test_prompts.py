@@ -282,7 +282,9 @@ def test_v2_usage_update_when_the_context_window_is_known(v2: Rig) -> None:
     _, messages = run_v2(v2.client, sid, "count my tokens")
     tags = squeeze(kinds(messages))
     assert tags == ["running", "ack", "user_message", "agent_message_chunk", "usage_update", "idle:end_turn"], tags
-    assert updates(messages, "usage_update") == [{"sessionUpdate": "usage_update", "used": 127, "size": CONTEXT_WINDOW}]
+    reported = {"term2": {"usage": "reported"}}  # the provider's own count, not term2's estimate
+    usage = {"sessionUpdate": "usage_update", "used": 127, "size": CONTEXT_WINDOW, "_meta": reported}
+    assert updates(messages, "usage_update") == [usage]
 
 
 def test_v2_second_prompt_refused_while_streaming_other_sessions_independent(v2: Rig) -> None:

@@ -13,7 +13,8 @@ OpenAI chat completions
     message right before its group of tool messages, and every such id is answered
     before the next non-tool message (or the end of the conversation).
   * `tools`: each `{"type": "function", "function": {"name": ...}}`; `tool_choice`
-    and `parallel_tool_calls` only with `tools`; `stream_options` only with `stream`.
+    and `parallel_tool_calls` only with `tools`; `stream_options` only with `stream`;
+    `temperature` and `top_p` numbers.
 Anthropic Messages
   * Header `anthropic-version` required. `model`, `max_tokens` (int >= 1) and
     `messages` required; `system` is top-level (a string or a list of text blocks),
@@ -340,6 +341,15 @@ def _openai_tools(body: dict[str, Any]) -> Rejection | None:
         if body.get(name) is not None and not tools:
             return openai_error(
                 f"Invalid value for '{name}': '{name}' is only allowed when 'tools' are specified.", param=name
+            )
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            kind = "a string" if isinstance(value, str) else type(value).__name__
+            return openai_error(
+                f"Invalid type for '{name}': expected a decimal, but got {kind} instead.",
+                param=name,
+                code="invalid_type",
             )
     if body.get("stream_options") is not None and not body.get("stream"):
         return openai_error(

@@ -75,6 +75,15 @@ quota: see `QUOTA_EXCEEDED`), Anthropic's `{"type": "error", "error": {"type",
 `retry-after` (seconds or an HTTP date), `retry-after-ms`, or "Please try again
 in 1.5s" inside the message.
 
+llama.cpp-like mode (`llama_cpp=LlamaSettings(n_ctx=..., tool_format=...)`, or
+`configure(llama_cpp={...})`, or `--llama-cpp --n-ctx N` on the command line): the
+OpenAI routes answer as llama-cpp-python's server does instead of as OpenAI does
+(`tests.fakes.llama_cpp_like`): its pydantic validation (HTTP 500 with FastAPI's
+text), an empty 200 stream on a streamed overflow, no streamed usage, unknown
+fields ignored, tools shown only with `tool_choice` in its chatml-function-calling
+format, `max_tokens` honoured. A reply `{"endless": true}` streams until the output
+limit (in both modes: OpenAI's `max_tokens` / `max_completion_tokens` too).
+
 In-process: `with start_fake_llm(script, max_prompt_chars=None, require_key=None) as server:`
 yields a FakeLLMServer with `base_url` (OpenAI clients add "/v1"), `push(*replies)`,
 `configure(max_prompt_chars=..., require_key=...)`, `responder`, `requests` (RecordedRequest:
@@ -112,6 +121,15 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote
 
+from tests.fakes.llama_cpp_like import (
+    SERVER_HEADER,
+    SSE_HEADERS,
+    LlamaEmitter,
+    LlamaSettings,
+    encode_json,
+    llama_admit,
+    stats_for,
+)
 from tests.fakes.llm_accounting import PromptCache, prompt_chars, tokens_of
 from tests.fakes.llm_replies import (
     PromptStats,
@@ -146,6 +164,7 @@ _GEMINI_PATH = re.compile(
     r"^/(?:v1beta|v1|v1alpha)/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$"
 )
 _MODEL_STATUS = re.compile(r"fake-(\d{3})$")
+_ENDLESS_CAP = 100_000  # deltas of an endless reply when the request sets no output limit
 
 _OPENAI_ERRORS = {
     400: ("invalid_request_error", "invalid_request", "Bad request (fake)."),
@@ -234,6 +253,7 @@ class Admission:
     rejection: Rejection | None = None
     reply: Reply = field(default_factory=dict)
     stats: PromptStats = field(default_factory=PromptStats)
+    empty_stream: bool = False  # llama.cpp-like overflow: 200 and an event stream with nothing in it
 
 
 @dataclass
@@ -249,6 +269,7 @@ class FakeLLMState:
     signatures: SignatureBook = field(default_factory=SignatureBook)  # survive /_reset, as real ones do
     cache: PromptCache = field(default_factory=PromptCache)
     responder: Callable[[RecordedRequest], Reply | None] | None = None
+    llama_cpp: LlamaSettings | None = None  # answer the OpenAI routes as llama-cpp-python's server does
 
     def push(self, *replies: Reply) -> None:
         with self.lock:
@@ -266,12 +287,18 @@ class FakeLLMState:
             if "require_key" in options:
                 key = options["require_key"]
                 self.require_key = None if key is None else str(key)
-            return {"max_prompt_chars": self.max_prompt_chars, "require_key": self.require_key}
+            if "llama_cpp" in options:
+                llama = options["llama_cpp"]
+                self.llama_cpp = LlamaSettings(**llama) if isinstance(llama, dict) else llama
+            llama_now = None if self.llama_cpp is None else vars(self.llama_cpp)
+            return {"max_prompt_chars": self.max_prompt_chars, "require_key": self.require_key, "llama_cpp": llama_now}
 
     def admit(self, rec: RecordedRequest, headers: dict[str, str], query: dict[str, str]) -> Admission:
         """Check the request as the provider would; only an accepted one takes the queue's head."""
         with self.lock:
             protocol, body = rec.protocol, rec.body
+            if self.llama_cpp is not None and protocol == "openai":
+                return self._admit_llama(rec)
             rejection = check_auth(protocol, headers, query, self.require_key)
             rejection = rejection or validate(protocol, body, headers, self.signatures)
             if rejection is None:
@@ -291,6 +318,28 @@ class FakeLLMState:
                 or default_reply(body)
             )
             return Admission(None, reply, self.cache.measure(protocol, body))
+
+    def _admit_llama(self, rec: RecordedRequest) -> Admission:
+        """llama-cpp-python's checks (`llama_cpp_like`): a refused request, or an empty stream, keeps the queue."""
+        assert self.llama_cpp is not None
+        head = self.replies[0] if self.replies else None
+        reply = (
+            head
+            or (self.responder(rec) if self.responder is not None else None)
+            or _model_convention(rec.model)
+            or default_reply(rec.body)
+        )
+        decision = llama_admit(rec.body, self.llama_cpp, reply)
+        if decision.rejection is not None:
+            rec.rejection = decision.rejection.reason
+            _log_rejection(rec)
+            return Admission(decision.rejection)
+        if decision.empty_stream:
+            rec.rejection = "context overflow: answered 200 with an empty event stream"
+            return Admission(empty_stream=True)
+        if head is not None:
+            self.replies.popleft()
+        return Admission(None, reply, stats_for(rec.body, self.llama_cpp))
 
     def record(
         self, path: str, protocol: str, body: Any, headers: dict[str, str], model: str | None = None
@@ -415,7 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
         return {k.lower(): v for k, v in self.headers.items() if k.lower() in keep}
 
     def _send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-        payload = json.dumps(data).encode()
+        payload = encode_json(data) if self._llama() else json.dumps(data).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -424,6 +473,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.wfile.flush()
+
+    def version_string(self) -> str:
+        return SERVER_HEADER if self._llama() else super().version_string()
+
+    def _llama(self) -> bool:
+        """Whether this request is answered as llama-cpp-python (the llama.cpp-like mode, OpenAI routes)."""
+        return self.state.llama_cpp is not None and self.path.partition("?")[0] in _OPENAI_PATHS
+
+    def _start_stream(self, headers: dict[str, Any] | None) -> None:
+        self.send_response(200)
+        if self._llama():
+            for name, value in SSE_HEADERS.items():
+                self.send_header(name, value)
+        else:
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in (headers or {}).items():
+            self.send_header(name, str(value))
+        self.end_headers()
 
     def _pause(self, seconds: float) -> None:
         """Sleep, but notice at once if the client hangs up (that is what tests assert)."""
@@ -464,6 +533,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.finish(rec, "error")  # before answering: a client may read the log at once
                 self._send_json(rejection.status, rejection.body, rejection.headers)
                 return
+            if admission.empty_stream:
+                self.state.finish(rec, "error")
+                self._start_stream(None)
+                self._write(b"")  # the terminating chunk at once: not one event
+                return
             reply = admission.reply
             self._pause(float(reply.get("delay_first_byte", 0.0)))
             if reply.get("status"):
@@ -485,13 +559,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, emitter.whole_response(), reply.get("headers"))
                 self.state.finish(rec, "completed")
                 return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-            for name, value in (reply.get("headers") or {}).items():
-                self.send_header(name, str(value))
-            self.end_headers()
+            self._start_stream(reply.get("headers"))
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(emitter, reply, include_usage)
             self._write(b"")  # terminating zero-length chunk
@@ -504,6 +572,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _emitter(self, protocol: str, reply: Reply, rec: RecordedRequest, stats: PromptStats) -> _Emitter:
+        if protocol == "openai" and self.state.llama_cpp is not None and isinstance(rec.body, dict):
+            return LlamaEmitter(reply, rec.model, rec.body, self.state.llama_cpp)
         if protocol == "openai":
             return _OpenAIEmitter(reply, rec, stats)
         if protocol == "anthropic":
@@ -519,7 +589,9 @@ class _Handler(BaseHTTPRequestHandler):
         sent = 0
         for frame, is_content in emitter.frames(include_usage):
             if is_content and error_after is not None and sent >= int(error_after):
-                self._write(emitter.error_frame(reply))
+                frame = emitter.error_frame(reply)
+                if frame:  # an empty frame: the server only logs the error, and the stream just ends
+                    self._write(frame)
                 return
             if is_content and sent and delay:
                 self._pause(delay)
@@ -619,6 +691,12 @@ class _OpenAIEmitter:
             "completion_tokens_details": {"reasoning_tokens": usage.reasoning, "audio_tokens": 0},
         }
 
+    def _limit(self) -> int | None:
+        """The request's output limit (a content delta counts as one token), as OpenAI enforces it."""
+        body = self.rec.body if isinstance(self.rec.body, dict) else {}
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        return limit if isinstance(limit, int) and limit > 0 else None
+
     def frames(self, include_usage: bool) -> Iterator[tuple[bytes, bool]]:
         reply = self.reply
         yield self._chunk({"role": "assistant", "content": ""}), False
@@ -626,7 +704,16 @@ class _OpenAIEmitter:
         for piece in text_pieces(reply.get("thought", ""), reply.get("thought_chunks")):
             deltas += 1
             yield self._chunk({"reasoning_content": piece}), True
-        for piece in text_pieces(reply.get("text", ""), reply.get("chunks")):
+        limit = self._limit()
+        pieces = text_pieces(reply.get("text", ""), reply.get("chunks"))
+        if reply.get("endless"):  # a model that never stops on its own: only the output limit ends it
+            pieces = ["tick "] * (limit if limit is not None else _ENDLESS_CAP)
+        cut = bool(reply.get("endless")) or (limit is not None and deltas + len(pieces) > limit)
+        if cut:
+            pieces = pieces[: max(0, limit - deltas)] if limit is not None else pieces
+            reply = {**reply, "finish": "length", "tool_calls": []}
+            self.reply = reply
+        for piece in pieces:
             deltas += 1
             yield self._chunk({"content": piece}), True
         for i, call in enumerate(reply.get("tool_calls") or []):
@@ -837,8 +924,9 @@ class FakeLLMServer:
         *,
         max_prompt_chars: int | None = None,
         require_key: str | None = None,
+        llama_cpp: LlamaSettings | None = None,
     ) -> None:
-        self.state = FakeLLMState(max_prompt_chars=max_prompt_chars, require_key=require_key)
+        self.state = FakeLLMState(max_prompt_chars=max_prompt_chars, require_key=require_key, llama_cpp=llama_cpp)
         if script:
             self.state.push(*script)
         handler = type("BoundHandler", (_Handler,), {"state": self.state})
@@ -875,7 +963,7 @@ class FakeLLMServer:
 
     def configure(self, **options: Any) -> dict[str, Any]:
         """Change `max_prompt_chars` / `require_key` (None turns one off); answers the configuration."""
-        unknown = set(options) - {"max_prompt_chars", "require_key"}
+        unknown = set(options) - {"max_prompt_chars", "require_key", "llama_cpp"}
         if unknown:
             raise TypeError(f"unknown options: {sorted(unknown)}")
         return self.state.configure(options)
@@ -907,10 +995,15 @@ class FakeLLMServer:
 
 @contextlib.contextmanager
 def start_fake_llm(
-    script: list[Reply] | None = None, *, max_prompt_chars: int | None = None, require_key: str | None = None
+    script: list[Reply] | None = None,
+    *,
+    max_prompt_chars: int | None = None,
+    require_key: str | None = None,
+    llama_cpp: LlamaSettings | None = None,
 ) -> Iterator[FakeLLMServer]:
     """Run a fake LLM server on 127.0.0.1:<free port> for the duration of the block."""
-    server = FakeLLMServer(script=script, max_prompt_chars=max_prompt_chars, require_key=require_key).start()
+    fake = FakeLLMServer(script=script, max_prompt_chars=max_prompt_chars, require_key=require_key, llama_cpp=llama_cpp)
+    server = fake.start()
     try:
         yield server
     finally:
@@ -932,6 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", help="JSON file with the initial reply queue")
     parser.add_argument("--max-prompt-chars", type=int, help="reject prompts over N characters as too long")
     parser.add_argument("--require-key", help="answer 401 unless this API key is presented")
+    parser.add_argument("--llama-cpp", action="store_true", help="answer the OpenAI routes as llama-cpp-python does")
+    parser.add_argument("--n-ctx", type=int, default=2048, help="the llama.cpp-like server's context, in tokens")
     args = parser.parse_args(argv)
     server = FakeLLMServer(
         args.host,
@@ -939,6 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
         load_script(args.script) if args.script else None,
         max_prompt_chars=args.max_prompt_chars,
         require_key=args.require_key,
+        llama_cpp=LlamaSettings(n_ctx=args.n_ctx) if args.llama_cpp else None,
     )
     if args.port_file:
         tmp = Path(args.port_file + ".tmp")

@@ -426,7 +426,9 @@ def test_v2_state_update(event: StateChanged, expected: dict[str, Any]) -> None:
 
 def test_v2_usage_update() -> None:
     reported = {"term2": {"usage": "reported"}}
-    assert v2(UsageChanged(used=5, size=50)) == [{"sessionUpdate": "usage_update", "used": 5, "size": 50, "_meta": reported}]
+    assert v2(UsageChanged(used=5, size=50)) == [
+        {"sessionUpdate": "usage_update", "used": 5, "size": 50, "_meta": reported}
+    ]
     estimated = v2(UsageChanged(used=5, size=50, estimated=True))
     assert estimated[0]["_meta"] == {"term2": {"usage": "estimated"}}
 

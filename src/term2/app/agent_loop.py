@@ -135,7 +135,7 @@ async def run_loop(
                 f"The turn waited on the model for more than turn_timeout ({limits.model_time:g} s); what it said "
                 "so far is kept. Raise turn_timeout in config.toml for longer turns."
             )
-        await compactor.report_usage(transcript)
+        await compactor.after_response(transcript)
         stop = after_response(response.finish, len(response.calls))
         if stop is not None:
             return stop

@@ -134,8 +134,9 @@ class Compactor:
     async def before_request(self, transcript: Transcript) -> None:
         """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it).
 
-        What no compaction can shed (the system prompt, the tools the model is
-        shown, the newest prompt) over the whole window fails the turn at once:
+        What no compaction can shed (the system prompt, the newest prompt, the
+        tools once a count showed the model sees them) over the whole window
+        fails the turn at once:
         sending it only earns the server's refusal, or from some servers an
         empty answer. An estimate the last compaction could not lower does not
         compact again until the conversation has grown: another summary would
@@ -144,7 +145,8 @@ class Compactor:
         window = self._budget.window
         fixed = transcript.prompt_tokens()
         if window is not None and fixed > window:
-            what = "the system prompt, the tool definitions and your prompt alone come"
+            shown = "the system prompt, the tool definitions" if transcript.memory.tools_shown else "the system prompt"
+            what = f"{shown} and your prompt alone come"
             raise ContextWindowExceeded(too_long_message(fixed, window, what))
         occupancy = transcript.occupancy()
         if not self._budget.over(occupancy) or not self._sheddable(transcript):
@@ -157,7 +159,7 @@ class Compactor:
 
     def probable_overflow(self, transcript: Transcript) -> bool:
         """Whether an empty or cut-short answer to this request most likely means it did not fit the window."""
-        return self._budget.over(transcript.occupancy())
+        return self._budget.near(transcript.occupancy())
 
     def overflow_error(self, transcript: Transcript) -> ContextWindowExceeded:
         """The turn's end when the server kept answering a request near its window with nothing."""
@@ -272,6 +274,11 @@ class Compactor:
         await self._ctx.emit(CompactionChanged(compaction_id, "completed", summary=dropped))
         await self.report_usage(transcript)
         return True
+
+    async def after_response(self, transcript: Transcript) -> None:
+        """After each answer: learn what an uncounted one proves about the estimate, then report the occupancy."""
+        transcript.served_uncounted(self._budget.window)
+        await self.report_usage(transcript)
 
     async def report_usage(self, transcript: Transcript) -> None:
         """The context's occupancy against the window, with the session's cost: after each request and compaction."""

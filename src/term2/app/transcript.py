@@ -78,10 +78,17 @@ class Transcript:
         return self.memory.scale(self._system_raw + self.memory.tools(self._tools_raw))
 
     def prompt_tokens(self) -> int:
-        """Estimated tokens of what no compaction can shed: the fixed part and the newest user message."""
+        """What no compaction can shed, at least: the system prompt, the newest user message, and the tools
+        once a count showed the model sees them (before that they may be left out, as some servers do)."""
         last_user = next((m for m in reversed(self.messages) if m.message.role == "user"), None)
         tail = tokens_of([last_user]) if last_user is not None else 0
-        return self.fixed_tokens + self.memory.scale(tail)
+        tools = self._tools_raw if self.memory.tools_shown else 0
+        return self.memory.scale(self._system_raw + tools + tail)
+
+    def served_uncounted(self, window: int | None) -> None:
+        """The last request was answered without a count: whatever the estimate said, it fit ``window``."""
+        if window is not None and not self.reported:
+            self.memory.bound(self._system_raw + tokens_of(self.messages), self._tools_raw, window)
 
     async def add(self, message: ChatMessage) -> ModelMessage:
         item = ModelMessage(new_id("mm"), message)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from term2.domain.transcript import ModelMessage, group_starts, message_tokens
 
 UNKNOWN_WINDOW_PROTECTED = 20_000  # tokens kept verbatim when the window is unknown (reactive path only)
+NEAR_WINDOW = 0.5  # of the window: past it an empty answer is taken for an overflow
 MIN_CLEARABLE_CHARS = 400  # a shorter tool result costs less than the note that replaces it
 
 
@@ -41,6 +42,15 @@ class ContextBudget:
     def over(self, tokens: int) -> bool:
         trigger = self.trigger
         return trigger is not None and tokens > trigger
+
+    def near(self, tokens: int) -> bool:
+        """Whether a request of ``tokens`` (estimated) may be over the window once the server counts it.
+
+        Half the window, because an estimate of 4 bytes a token can be off by
+        that much (a tokenizer unlike it, text that JSON escapes double): an
+        empty answer to a request this size is more likely an overflow than not.
+        """
+        return self.window is not None and tokens > self.window * NEAR_WINDOW
 
     @property
     def protected(self) -> int:

@@ -9,7 +9,9 @@ reports more than the window holds; one that undershoots sends what does not
 fit. So the first reported prompt count decides whether the tools were shown,
 every count resets the bytes-to-tokens ratio, and both are kept for the
 session's later turns (`ContextMemory`), in memory: a new process starts from
-the plain estimate again and learns from its first count.
+the plain estimate again and learns from its first count. A server that never
+counts still teaches something: a request estimated over the window that it
+served did fit, so the tools were not shown or the ratio is lower.
 """
 
 from __future__ import annotations
@@ -72,6 +74,21 @@ class ContextMemory:
         seen = without_tools + self.tools(tools)
         self.ratio = min(MAX_RATIO, max(MIN_RATIO, reported / seen))
         self.counts += 1
+
+    def bound(self, without_tools: int, tools: int, window: int) -> None:
+        """A request (with its answer) estimated over ``window`` was served with no count: it did fit.
+
+        Servers that report no usage (llama-cpp-python while streaming) still
+        teach this much. The likeliest error is tools the model was not shown,
+        so they go first; otherwise the ratio comes down to what fitted.
+        """
+        if self.scale(without_tools + self.tools(tools)) <= window:
+            return
+        if self.tools_shown is None and tools > 0 and self.scale(without_tools) <= window:
+            self.tools_shown = False
+            return
+        seen = without_tools + self.tools(tools)
+        self.ratio = max(MIN_RATIO, min(self.ratio, window / seen))
 
     @property
     def calibrated(self) -> bool:

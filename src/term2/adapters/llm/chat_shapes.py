@@ -38,7 +38,9 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     With ``thinking_blocks``, an assistant message's Anthropic reasoning goes along
     as litellm's ``thinking_blocks`` field, which litellm's Anthropic path puts first
     in the assistant content (a tool loop with thinking on requires them back,
-    signed). Off by default: OpenAI itself knows no such field.
+    signed). Off by default: OpenAI itself knows no such field. Content is never
+    ``null``, not even beside tool calls: some compatible servers refuse it
+    (the rule and the servers are in `openai_wire`'s docstring).
     """
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if thinking_blocks and message.role == "assistant":
@@ -46,7 +48,7 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
         if blocks:
             out["thinking_blocks"] = blocks
     if message.role == "assistant" and message.tool_calls:
-        out["content"] = message.content or None
+        out["content"] = message.content  # never null: see openai_wire's rule
         out["tool_calls"] = [
             {
                 "id": call.call_id,

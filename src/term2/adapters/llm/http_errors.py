@@ -20,7 +20,13 @@ from typing import Any
 import httpx
 
 from term2.adapters.llm import retry_hints
-from term2.adapters.llm.provider_words import CONTEXT_CODES, QUOTA_CODE, says_quota, says_too_long
+from term2.adapters.llm.provider_words import (
+    CONTEXT_CODES,
+    QUOTA_CODE,
+    says_quota,
+    says_too_long,
+    says_unsupported,
+)
 from term2.adapters.llm.validation_errors import validation_detail
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
@@ -154,7 +160,8 @@ def _build(
     status: int | None, said: ProviderError, model: str, *, http: bool, retry_after: float | None = None
 ) -> LLMError:
     port_error, template = _classify(status, said)
-    if said.validation and port_error is LLMError and status is not None and status >= 500:
+    deterministic = said.validation or says_unsupported(said.message)
+    if deterministic and port_error is LLMError and status is not None and status >= 500:
         # A server error whose body is a validation error: the request, not the server, is at fault.
         template = "{model} rejected the request"
     head = template.format(model=model)
@@ -162,7 +169,7 @@ def _build(
         head += f" (HTTP {status})"
     message = f"{head}: {said.message}" if said.message else head
     hint = retry_after if retry_after is not None else retry_hints.from_message(said.message)
-    limit = DETERMINISTIC_RETRIES if said.validation else None
+    limit = DETERMINISTIC_RETRIES if deterministic else None
     return port_error(message, status=status, retry_after=hint, retry_limit=limit)
 
 

@@ -37,6 +37,7 @@ from term2.adapters.llm.litellm_runtime import (
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
+    IncompleteResponse,
     LLMError,
     LLMEvent,
     ProviderSettings,
@@ -102,6 +103,13 @@ class LiteLLMProvider:
             kwargs["tools"] = [tool_to_openai(t) for t in request.tools]
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
+        options = s.request_options  # per model, from config.toml (openai_wire's docstring says why)
+        if not options.stream_usage:
+            del kwargs["stream_options"]
+        if request.tools and options.tool_choice:
+            kwargs["tool_choice"] = options.tool_choice
+        if options.extra_body:
+            kwargs["extra_body"] = dict(options.extra_body)
         if s.api_base:
             kwargs["api_base"] = s.api_base
         if s.api_key:
@@ -128,6 +136,7 @@ class LiteLLMProvider:
         state = _StreamState()
         try:
             chunks = response.__aiter__()
+            said = False
             while True:
                 try:
                     chunk = await chunks.__anext__()
@@ -136,7 +145,12 @@ class LiteLLMProvider:
                 except Exception as exc:
                     raise map_litellm_error(exc, model, self._settings.api_base) from exc
                 for event in self._translate(chunk, state, self._settings.context_window):
+                    said = True
                     yield event
+            if not (said or state.calls or state.usage):
+                # litellm closes an empty event stream with a "stop" chunk of its own making: no answer at all,
+                # which llama-cpp-python sends for a prompt over its context (the agent loop decides).
+                raise IncompleteResponse(f"Provider error from {model}: the response was empty", empty=True)
             for reasoning in state.reasoning.ready():
                 yield reasoning
             for ready in state.calls.ready():

@@ -12,8 +12,9 @@ disagree on the two spellings of "none": llama-cpp-python validates
 llama.cpp's own server has refused a missing ``content`` key ("Missing
 'content'"). The empty string is the one spelling OpenAI, vLLM, Ollama,
 llama.cpp, llama-cpp-python and LM Studio all take, so an assistant message
-with calls and no text goes out with ``"content": ""``. User, system and tool
-messages always carry their text (possibly empty), never ``null``.
+with calls and no text goes out with ``"content": ""`` (`chat_shapes`, whose
+shapes litellm sends on to the same servers). User, system and tool messages
+always carry their text (possibly empty), never ``null``.
 
 What servers differ on is configuration, per model (`RequestOptions`, from
 ``[models."<id>"]``): ``tool_choice``, whether ``stream_options`` is sent, and
@@ -35,7 +36,6 @@ from term2.adapters.llm.chat_shapes import (
 from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.sse import SSEEvent, event_json
 from term2.ports.llm import (
-    ChatMessage,
     CompletionRequest,
     Finished,
     LLMEvent,
@@ -45,17 +45,9 @@ from term2.ports.llm import (
     Usage,
 )
 
-__all__ = ["OpenAIStream", "chat_body", "wire_message"]
+__all__ = ["OpenAIStream", "chat_body"]
 
 _NO_OPTIONS = RequestOptions()
-
-
-def wire_message(message: ChatMessage) -> dict[str, Any]:
-    """One message as every compatible server takes it: no ``null`` content (see the module's rule)."""
-    out = message_to_openai(message)
-    if out.get("content") is None:
-        out["content"] = ""
-    return out
 
 
 def chat_body(
@@ -78,7 +70,7 @@ def chat_body(
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": [wire_message(m) for m in request.messages],
+        "messages": [message_to_openai(m) for m in request.messages],  # no null content: the module's rule
         "stream": True,
     }
     if options.stream_usage:

@@ -22,6 +22,15 @@ _CONTEXT_WORDS = re.compile(
 )
 
 
+_UNSUPPORTED_WORDS = re.compile(r"\bnot (?:supported|implemented)\b|\bunsupported\b", re.IGNORECASE)
+
+
+def says_unsupported(text: str) -> bool:
+    """A server error that names a feature it lacks (llama-cpp-python: "Automatic streaming tool choice is
+    not supported"): the same request fails the same way, so it is not worth more than one retry."""
+    return bool(_UNSUPPORTED_WORDS.search(text))
+
+
 def says_quota(text: str) -> bool:
     return bool(_QUOTA_WORDS.search(text))
 
