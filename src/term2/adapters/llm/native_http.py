@@ -125,7 +125,11 @@ async def stream_events(
             await drain(events)
     if not state.whole:
         if not seen:
-            raise IncompleteResponse(f"Provider error from {model}: the response was empty", empty=True)
+            raise IncompleteResponse(
+                f"Provider error from {model}: the response was empty (some servers answer a prompt too long for "
+                "their context this way: declare the model's context_window in config.toml)",
+                empty=True,
+            )
         raise IncompleteResponse(
             f"Provider error from {model}: the stream ended before the response was complete", empty=False
         )
