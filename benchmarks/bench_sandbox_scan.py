@@ -1,12 +1,13 @@
 """What the walks of the workspace before and after each command cost, by tree size (ADR 0005, 0010, 0031).
 
 Usage: python benchmarks/bench_sandbox_scan.py [--sizes 10000,100000,500000,1500000] [--runs 9]
-                                               [--dir /var/cache] [--owner UID]
+                                               [--dir /var/cache] [--owner UID] [--wide]
 
 For each size, a monorepo-shaped tree of about that many entries is made under
 --dir with bare os.mkdir/os.open calls (9 packages whose node_modules hold
 nearly all of it, ~7 entries a folder as npm leaves them, two `.env` files, a
-nested repository, an AGENTS.md; ~280 MB of inodes per 500,000 entries), then
+nested repository, an AGENTS.md; ~280 MB of inodes per 500,000 entries; --wide: folders of 100
+files instead, as bench_search.py's monorepo), then
 timed, median of --runs warm runs:
 - the full walk alone (`scan_tree`, what every command paid before ADR 0031);
 - the first command (`true` through BubblewrapSandbox: the full walk that sets up the watches);
@@ -46,7 +47,7 @@ def touch(path: bytes, data: bytes = b"") -> None:
     os.close(fd)
 
 
-def make_tree(root: Path, entries: int) -> None:
+def make_tree(root: Path, entries: int, wide: bool = False) -> None:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     base = os.fsencode(root)
     touch(base + b"/.gitignore", b"node_modules/\n")
@@ -60,6 +61,13 @@ def make_tree(root: Path, entries: int) -> None:
             touch(src + b"/f%d.ts" % i, b"export const v = %d;\n" % i)
         made += 38
     dep = 0
+    while wide and made < entries:
+        folder = base + b"/packages/p%d/node_modules/m%d" % (dep % 9, dep)
+        os.mkdir(folder)
+        for i in range(100):
+            touch(folder + b"/i%d.js" % i)
+        made += 101
+        dep += 1
     while made < entries:
         folder = base + b"/packages/p%d/node_modules/d%d" % (dep % 9, dep)
         os.mkdir(folder)
@@ -88,10 +96,11 @@ async def time_true(sandbox: BubblewrapSandbox, root: str) -> float:
     return elapsed
 
 
-async def measure(sandbox: BubblewrapSandbox, base: Path, size: int, runs: int, owner: int | None) -> str:
+async def measure(sandbox: BubblewrapSandbox, base: Path, size: int, args: argparse.Namespace) -> str:
+    runs, owner = args.runs, args.owner
     if size:
         made = time.perf_counter()
-        make_tree(base, size)
+        make_tree(base, size, args.wide)
         print(f"  made {size:,} entries in {time.perf_counter() - made:.0f} s", file=sys.stderr)
     if owner is not None:
         os.chmod(base, 0o755)
@@ -123,6 +132,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--dir", default="/var/cache" if os.access("/var/cache", os.W_OK) else None)
     parser.add_argument("--owner", type=int, default=None)
+    parser.add_argument("--wide", action="store_true")
     args = parser.parse_args()
     sandbox = BubblewrapSandbox()
     status = await sandbox.status()
@@ -135,7 +145,7 @@ async def main() -> None:
     for size in [0, *(int(s) for s in args.sizes.split(","))]:
         base = Path(tempfile.mkdtemp(prefix="term2-bench-scan-", dir=args.dir))
         try:
-            print(await measure(sandbox, base, size, args.runs, args.owner), flush=True)
+            print(await measure(sandbox, base, size, args), flush=True)
         finally:
             shutil.rmtree(base)
 
