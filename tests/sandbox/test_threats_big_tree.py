@@ -259,3 +259,30 @@ async def test_concurrent_commands_on_one_root_each_find_their_own_plants(box: B
     assert any(f"quarantined {DEEP}/slow/.git" in n for n in results["slow"].notices), results["slow"].notices
     result = await box.run(f"cat {DEEP}/.env; echo done")  # its scan lists the quarantined trees, renamed
     assert "done" in text(result) and box.tag not in text(result)
+
+
+@pytest.mark.parametrize("why", ["no watches left", "a file system outside the VFS"])
+async def test_without_watches_every_scan_walks_the_whole_tree(
+    box: Box, big: int, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past fs.inotify.max_user_watches, or on NFS/FUSE, the kept walk gives up watching: never a refusal,
+    never a scan that trusts what it no longer watches."""
+    from term2.adapters.sandbox import inotify, watched_tree
+
+    if why == "no watches left":
+        real_watch = inotify.Inotify.watch
+        budget = iter(range(big // 2))
+
+        def watch(self: inotify.Inotify, fd: int) -> int:
+            if next(budget, None) is None:
+                raise inotify.Unwatchable("inotify watch refused: No space left on device")
+            return real_watch(self, fd)
+
+        monkeypatch.setattr(inotify.Inotify, "watch", watch)
+    else:
+        monkeypatch.setattr(watched_tree, "trusted_file_system", lambda fd: False)
+    await box.run("true")
+    await box.run(f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && git init -q {DEEP}/sub")
+    result = await box.run(f"cat {DEEP}/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result)
+    assert min(listed(box)) >= big, listed(box)
