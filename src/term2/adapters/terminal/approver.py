@@ -21,6 +21,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from term2.adapters.terminal import drawing
+from term2.adapters.terminal.drawing import shown
 from term2.domain.approval import Choice, OptionKind, PermissionOption
 from term2.domain.history import DiffOutput
 from term2.ports.approval import ApprovalDecision, ApprovalRequest
@@ -62,15 +63,15 @@ class FdLines:
 
 def question(request: ApprovalRequest) -> RenderableType:
     """What the user is asked: the title, why, the command or the diff, and the numbered options."""
-    parts: list[RenderableType] = [Text(f"? {request.title}", style="bold yellow")]
+    parts: list[RenderableType] = [Text(f"? {shown(request.title)}", style="bold yellow")]
     if request.description:
-        parts.append(Text(f"  {request.description}", style="yellow"))
+        parts.append(Text(f"  {shown(request.description)}", style="yellow"))
     if request.command is not None:
-        parts.append(Text(f"    $ {request.command.command}", style="bold"))
+        parts.append(Text(f"    $ {shown(request.command.command)}", style="bold"))
     parts.extend(drawing.diff(c) for c in request.tool_call.content if isinstance(c, DiffOutput))
     for number, option in enumerate(request.options, 1):
         style = "red" if option.kind is OptionKind.REJECT_ONCE else "green"
-        parts.append(Text(f"  {number}) {option.name}", style=style))
+        parts.append(Text(f"  {number}) {shown(option.name)}", style=style))
     return Group(*parts)
 
 

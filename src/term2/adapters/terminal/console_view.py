@@ -63,12 +63,12 @@ class _LiveArea:
         height = max(3, (options.height or console.size.height) - 2 - len(view.running))
         if view.text and (view.verbose or not view.thought):
             shown = tail(view.text, options.max_width, height)
-            yield Text(shown, style="dim italic" if view.thought else "")
+            yield Text(drawing.shown(shown), style="dim italic" if view.thought else "")
         for call_id, call in view.running.items():
             yield drawing.tool_line(call, nested=call.parent_id is not None)
             last = view.live_output.get(call_id)
             if last:
-                yield Text(f"    {last}", style="dim", no_wrap=True, overflow="ellipsis")
+                yield Text(f"    {drawing.shown(last)}", style="dim", no_wrap=True, overflow="ellipsis")
 
 
 class ConsoleView:
@@ -118,7 +118,7 @@ class ConsoleView:
         # The user's own message, compaction summaries and the other states have nothing to show here.
 
     def notice(self, text: str) -> None:
-        self._print(Text(text, style="yellow"))
+        self._print(Text(drawing.shown(text), style="yellow"))
 
     def finish(self, ended: Ended) -> None:
         self._end_message()
@@ -158,9 +158,9 @@ class ConsoleView:
             return
         if thought:
             if self.verbose:
-                self._print(Text(text.strip(), style="dim italic"))
+                self._print(Text(drawing.shown(text.strip()), style="dim italic"))
             return
-        self._print(Markdown(text))
+        self._print(Markdown(drawing.shown(text)))
 
     def _print(self, renderable: RenderableType) -> None:
         self.console.print(renderable)

@@ -29,6 +29,18 @@ STATUS_MARKS: dict[ToolStatus, tuple[str, str]] = {
 
 DIFF_STYLES = (("+", "green"), ("-", "red"), ("@@", "cyan"))
 
+# Characters a terminal obeys rather than shows: C0 controls but newline and tab (ESC starts cursor
+# moves, erases and colour that could draw one command over another), DEL, C1, and the bidi controls
+# that reorder what is shown.
+_OBEYED = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x0A, 0x09)}
+_OBEYED.update({c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def shown(text: str) -> str:
+    """`text` from the model, a tool, a command or a server, made safe to print: whatever a terminal would
+    obey is written out as an escape instead, so no text can hide or redraw what the user is asked."""
+    return text.translate(_OBEYED)
+
 PLAN_MARKS = {"pending": ("☐", ""), "in_progress": ("◐", "yellow"), "completed": ("☑", "green")}
 
 
@@ -38,8 +50,8 @@ def tool_line(call: ToolCall, *, nested: bool = False) -> Text:
     line = Text("  " if nested else "")
     line.append(mark, style=colour)
     line.append(f" {call.kind.value:<7} ", style="bold")
-    line.append(call.title)
-    where = ", ".join(f"{loc.path}:{loc.line}" if loc.line is not None else loc.path for loc in call.locations)
+    line.append(shown(call.title))
+    where = shown(", ".join(f"{loc.path}:{loc.line}" if loc.line is not None else loc.path for loc in call.locations))
     if where and where not in call.title:
         line.append(f"  {where}", style="cyan")
     line.append(f"  {call.status.value.replace('_', ' ')}", style=colour)
@@ -67,7 +79,7 @@ def command_output(output: TerminalOutput) -> RenderableType:
     parts: list[RenderableType] = []
     if cut:
         parts.append(_more(cut, "lines above"))
-    parts.extend(Text(f"    {line}", style="dim", no_wrap=True, overflow="ellipsis") for line in lines)
+    parts.extend(Text(f"    {shown(line)}", style="dim", no_wrap=True, overflow="ellipsis") for line in lines)
     if output.signal is not None:
         parts.append(Text(f"    killed by {output.signal}", style="red"))
     elif output.exit_code not in (None, 0):
@@ -95,7 +107,7 @@ def diff(output: DiffOutput, limit: int = DIFF_LINES) -> RenderableType:
     parts: list[RenderableType] = []
     for line in lines:
         style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "dim")
-        parts.append(Text(f"    {line}", style=style, no_wrap=True, overflow="ellipsis"))
+        parts.append(Text(f"    {shown(line)}", style=style, no_wrap=True, overflow="ellipsis"))
     if cut:
         parts.append(_more(cut, "lines of diff"))
     return Group(*parts)
@@ -112,7 +124,7 @@ def tool_output(output: ToolOutput, status: ToolStatus) -> RenderableType | None
         return None
     lines, cut = cut_lines(output.text, TEXT_LINES, tail=False)
     parts: list[RenderableType] = [
-        Text(f"    {line}", style="red", no_wrap=True, overflow="ellipsis") for line in lines
+        Text(f"    {shown(line)}", style="red", no_wrap=True, overflow="ellipsis") for line in lines
     ]
     if cut:
         parts.append(_more(cut, "lines"))
@@ -130,7 +142,7 @@ def checklist(plan: Plan) -> RenderableType:
     for entry in plan.entries:
         mark, colour = PLAN_MARKS[entry.status]
         line = Text(f"  {mark} ", style=colour)
-        line.append(entry.content, style="dim" if entry.status == "completed" else "")
+        line.append(shown(entry.content), style="dim" if entry.status == "completed" else "")
         lines.append(line)
     return Group(*lines)
 
