@@ -169,3 +169,34 @@ async def test_an_error_in_the_body_comes_out_as_itself(egress: Egress) -> None:
     with pytest.raises(KeyError):
         async with session(egress, "registry.test"):
             raise KeyError("the command's own failure")
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_a_flood_of_idle_connections_neither_ends_the_session_nor_holds_a_descriptor_each(
+    egress: Egress, registry: Registry
+) -> None:
+    """A command that opens far more connections than the proxy serves at once: the extra ones wait in the
+    kernel's backlog, not as descriptors in term2, and the session still serves a real request after."""
+    async with session(egress, "registry.test") as net:
+        before = _open_descriptors()
+        flood: list[socket.socket] = []
+        try:
+            for _ in range(600):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                try:
+                    sock.connect(net.http_socket)
+                except BlockingIOError:
+                    pass  # the backlog is full: the kernel holds the rest back, as intended
+                flood.append(sock)
+            await anyio.sleep(0.5)  # let the proxy accept what it will
+            held_by_proxy = _open_descriptors() - before - len(flood)
+            assert held_by_proxy <= 256 + 8, f"the proxy holds {held_by_proxy} descriptors for idle clients"
+        finally:
+            for sock in flood:
+                sock.close()
+        answer = await http(net, b"GET http://registry.test/hello HTTP/1.1\r\nHost: registry.test\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.0 200")

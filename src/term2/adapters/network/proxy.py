@@ -29,7 +29,7 @@ from term2.ports.network import EgressSession
 
 _log = structlog.get_logger("term2.network")
 
-MAX_CONNECTIONS = 256  # at once, per command; more wait for a free slot
+MAX_CONNECTIONS = 256  # accepted at once, per command; more wait in the kernel's backlog for a free slot
 
 Handler = Callable[[ByteStream, Dialer], Awaitable[None]]
 
@@ -61,8 +61,8 @@ class FilteringProxy:
                 os.chown(folder, *owner)
             limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(listeners[0].serve, partial(_guarded, serve_http, dialer, limiter))
-                tg.start_soon(listeners[1].serve, partial(_guarded, serve_socks, dialer, limiter))
+                tg.start_soon(_accept, listeners[0], partial(_guarded, serve_http, dialer), limiter, tg)
+                tg.start_soon(_accept, listeners[1], partial(_guarded, serve_socks, dialer), limiter, tg)
                 try:
                     yield session
                 except Exception as exc:  # re-raised below as itself, not wrapped by the task group
@@ -78,11 +78,47 @@ class FilteringProxy:
             raise failure
 
 
-async def _guarded(handler: Handler, dialer: Dialer, limiter: anyio.CapacityLimiter, client: ByteStream) -> None:
+ACCEPT_BACKOFF_S = 0.1
+
+
+async def _accept(
+    listener: anyio.abc.SocketListener,
+    handle: Callable[[ByteStream], Awaitable[None]],
+    limiter: anyio.CapacityLimiter,
+    tg: anyio.abc.TaskGroup,
+) -> None:
+    """Accept only with a free slot: connections past MAX_CONNECTIONS wait in the kernel's backlog, not
+    as descriptors in term2 (a command opening thousands once exhausted term2's descriptors and ended
+    its proxy); a failed accept (EMFILE, ENFILE) waits and tries again rather than ending the session."""
+    while True:
+        slot = object()
+        await limiter.acquire_on_behalf_of(slot)
+        try:
+            client = await listener.accept()
+        except anyio.ClosedResourceError:
+            limiter.release_on_behalf_of(slot)
+            return
+        except (OSError, anyio.BrokenResourceError) as exc:
+            limiter.release_on_behalf_of(slot)
+            _log.warning("network.proxy_accept_failed", error=str(exc))
+            await anyio.sleep(ACCEPT_BACKOFF_S)
+            continue
+        tg.start_soon(_served, handle, client, limiter, slot)
+
+
+async def _served(
+    handle: Callable[[ByteStream], Awaitable[None]], client: ByteStream, limiter: anyio.CapacityLimiter, slot: object
+) -> None:
+    try:
+        await handle(client)
+    finally:
+        limiter.release_on_behalf_of(slot)
+
+
+async def _guarded(handler: Handler, dialer: Dialer, client: ByteStream) -> None:
     """One connection: its failure is its own, never the listener's (which serves the rest)."""
     try:
-        async with limiter:
-            await handler(client, dialer)
+        await handler(client, dialer)
     except Exception:
         _log.exception("network.proxy_connection_failed")
         await client.aclose()
