@@ -13,6 +13,7 @@ import anyio
 import pytest
 from rich.console import Console
 
+from term2.adapters.acp.wire_common import turn_usage
 from term2.adapters.terminal import drawing
 from term2.adapters.terminal.approver import NoTerminalApprover, TerminalApprover, pick
 from term2.adapters.terminal.console_view import ConsoleView, tail
@@ -186,7 +187,7 @@ async def test_json_lines_wrap_each_rendered_update_and_end_with_the_result() ->
         assert isinstance(event, MessageChunk)
         return [{"sessionUpdate": "agent_message_chunk", "text": event.text}, {"second": "\ud800"}]
 
-    view = JsonLinesView(out, render, err)
+    view = JsonLinesView(out, render, err, turn_usage)
     await view.send("s1", MessageChunk("m", "hé"))
     view.notice("cancelling")
     view.finish(Ended("s1", StopReason.ERROR, error="boom", spent=SPENT))

@@ -2,8 +2,8 @@
 
 Each update line is `{"type": "update", "sessionId": …, "update": …}` where
 `update` is what an ACP client is sent as `session/update`'s `update`; the
-composition root hands in the ACP v2 renderer, so a script reads exactly the
-shapes an editor does (ADR 0029). The last line is `{"type": "result", …}`.
+composition root hands in the ACP v2 renderer (and its `Usage`), so a script
+reads exactly the shapes an editor does (ADR 0029). The last line is `{"type": "result", …}`.
 Nothing else is written to this stream; lines are ASCII (`\\u` escapes), so a
 lone surrogate in a model's text cannot make one unreadable.
 """
@@ -20,42 +20,30 @@ from term2.domain.usage import CURRENCY
 from term2.ports.updates import SessionEvent, Spent
 
 RenderUpdate = Callable[[SessionEvent], Sequence[Mapping[str, Any]]]
+RenderUsage = Callable[[Spent], Mapping[str, Any]]  # the ACP renderer's own `Usage`, handed in by the root
 
 
-def usage_of(spent: Spent | None) -> dict[str, Any] | None:
-    """The turn's tokens, keyed as ACP's `Usage`, with the turn's and the session's cost."""
-    if spent is None:
-        return None
-    turn = spent.turn
-    return {
-        "totalTokens": turn.input + turn.output,
-        "inputTokens": turn.input,
-        "outputTokens": turn.output,
-        "thoughtTokens": turn.reasoning,
-        "cachedReadTokens": turn.cached,
-        "cachedWriteTokens": turn.cache_write,
-        "cost": {"turn": spent.turn_cost, "session": spent.session_cost, "currency": CURRENCY},
-    }
-
-
-def result_of(ended: Ended) -> dict[str, Any]:
+def result_of(ended: Ended, usage: RenderUsage) -> dict[str, Any]:
+    """The last line: how the turn ended, and its tokens keyed as ACP's `Usage` with the turn's and the
+    session's cost."""
     stop = "error" if ended.stop_reason is StopReason.ERROR else ended.stop_reason.value
-    result: dict[str, Any] = {
-        "type": "result",
-        "stopReason": stop,
-        "sessionId": ended.session_id,
-        "usage": usage_of(ended.spent),
-    }
+    spent = ended.spent
+    counts = None
+    if spent is not None:
+        cost = {"turn": spent.turn_cost, "session": spent.session_cost, "currency": CURRENCY}
+        counts = {**usage(spent), "cost": cost}
+    result: dict[str, Any] = {"type": "result", "stopReason": stop, "sessionId": ended.session_id, "usage": counts}
     if ended.error is not None:
         result["error"] = ended.error
     return result
 
 
 class JsonLinesView:
-    def __init__(self, out: TextIO, render: RenderUpdate, errors: TextIO) -> None:
+    def __init__(self, out: TextIO, render: RenderUpdate, errors: TextIO, usage: RenderUsage) -> None:
         self._out = out
         self._render = render
         self._errors = errors
+        self._usage = usage
 
     def _line(self, obj: Mapping[str, Any]) -> None:
         self._out.write(json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n")
@@ -70,4 +58,4 @@ class JsonLinesView:
         self._errors.flush()
 
     def finish(self, ended: Ended) -> None:
-        self._line(result_of(ended))
+        self._line(result_of(ended, self._usage))

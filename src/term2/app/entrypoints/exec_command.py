@@ -112,10 +112,11 @@ def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approv
     out = _script_stdout()
     script_view: ExecView
     if options.json:
+        from term2.adapters.acp.wire_common import turn_usage
         from term2.adapters.acp.wire_v2 import V2Renderer
         from term2.adapters.terminal.json_lines import JsonLinesView
 
-        script_view = JsonLinesView(out, V2Renderer().render, sys.stderr)
+        script_view = JsonLinesView(out, V2Renderer().render, sys.stderr, turn_usage)
     else:
         from term2.adapters.terminal.final_text import FinalTextView
 
