@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from term2.domain.content import EmbeddedResource
 from term2.domain.history import Location, ToolCall, ToolKind
 from term2.domain.turn import StopReason
 from term2.domain.usage import CURRENCY, TokenUsage
@@ -102,3 +103,17 @@ def usage_meta(event: UsageChanged) -> dict[str, Any]:
 
 def cost_of(amount: float | None) -> v1.Cost | None:
     return None if amount is None else {"amount": round(amount, 6), "currency": CURRENCY}
+
+
+def resource_contents(block: EmbeddedResource) -> v1.EmbeddedResourceResource:
+    """An embedded resource as the client sent it (a replay shows the user their own prompt); v1's type,
+    which v2's messages take too."""
+    if block.text is not None:
+        text: v1.TextResourceContents = {"uri": block.uri, "text": block.text}
+        if block.mime_type is not None:
+            text["mimeType"] = block.mime_type
+        return text
+    blob: v1.BlobResourceContents = {"uri": block.uri, "blob": block.blob or ""}
+    if block.mime_type is not None:
+        blob["mimeType"] = block.mime_type
+    return blob

@@ -11,7 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from term2.adapters.acp.display_terminals import DisplayTerminals
-from term2.adapters.acp.wire_common import TOOL_KINDS, cost_of, locations, parent_meta, usage_meta
+from term2.adapters.acp.wire_common import (
+    TOOL_KINDS,
+    cost_of,
+    locations,
+    parent_meta,
+    resource_contents,
+    usage_meta,
+)
 from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
 from term2.domain.diff import fits_an_update, too_large_note
 from term2.domain.history import (
@@ -58,21 +65,8 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
     if isinstance(block, TextBlock):
         return text_block(block.text)
     if isinstance(block, EmbeddedResource):
-        return {"type": "resource", "resource": _resource(block)}
+        return {"type": "resource", "resource": resource_contents(block)}
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
-
-
-def _resource(block: EmbeddedResource) -> v1.EmbeddedResourceResource:
-    """The resource as the client sent it (a replay shows the user their own prompt)."""
-    if block.text is not None:
-        text: v1.TextResourceContents = {"uri": block.uri, "text": block.text}
-        if block.mime_type is not None:
-            text["mimeType"] = block.mime_type
-        return text
-    blob: v1.BlobResourceContents = {"uri": block.uri, "blob": block.blob or ""}
-    if block.mime_type is not None:
-        blob["mimeType"] = block.mime_type
-    return blob
 
 
 def tool_content(output: ToolOutput) -> v1.ToolCallContent:

@@ -14,6 +14,7 @@ from term2.adapters.acp.wire_common import (
     cost_of,
     locations,
     parent_meta,
+    resource_contents,
     spent_meta,
     turn_usage,
     usage_meta,
@@ -63,21 +64,8 @@ def content_block(block: ContentBlock) -> v2.ContentBlock:
     if isinstance(block, TextBlock):
         return text_block(block.text)
     if isinstance(block, EmbeddedResource):
-        return {"type": "resource", "resource": _resource(block)}
+        return {"type": "resource", "resource": resource_contents(block)}
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
-
-
-def _resource(block: EmbeddedResource) -> v2.EmbeddedResourceResource:
-    """The resource as the client sent it (a replay shows the user their own prompt)."""
-    if block.text is not None:
-        text: v2.TextResourceContents = {"uri": block.uri, "text": block.text}
-        if block.mime_type is not None:
-            text["mimeType"] = block.mime_type
-        return text
-    blob: v2.BlobResourceContents = {"uri": block.uri, "blob": block.blob or ""}
-    if block.mime_type is not None:
-        blob["mimeType"] = block.mime_type
-    return blob
 
 
 def _stop_reason(reason: StopReason) -> v2.StopReason:
