@@ -145,3 +145,31 @@ def test_the_tools_agree_with_git_on_random_ignore_files(
 )
 def test_the_tools_agree_with_git_on_named_cases(ignores: dict[str, list[str]], tmp_path: Path) -> None:
     _check(tmp_path, {where: ignores.get(where, []) for where in IGNORE_FILES})
+
+
+def test_a_nested_repository_is_seen_as_its_own_git_sees_it(tmp_path: Path) -> None:
+    """The outer git lists an inner repository as one entry (`inner/`) and never looks inside; the
+    tools search it, with the inner repository's own rules only (`git -C inner ls-files`): the outer
+    `*.log` does not reach `inner/a.log`, the inner `secret.txt` rule does (ADR 0026)."""
+    repo, home = _build(tmp_path, {".gitignore": ["*.log", "build/"]})
+    inner = repo / "inner"
+    subprocess.run(["git", "init", "-q", str(inner)], check=True)
+    for name, text in {
+        ".gitignore": "secret.txt\n",
+        "a.log": "line\n",
+        "b.py": "line\n",
+        "secret.txt": "line\n",
+    }.items():
+        (inner / name).write_text(text)
+    (inner / "build").mkdir()
+    (inner / "build" / "x.txt").write_text("line\n")  # the outer `build/` stops at the inner repository too
+    with _environment(home) as env:
+        outer = set(_git(repo, "ls-files", "--others", "--exclude-standard", env=env).splitlines())
+        own = {"inner/" + p for p in _git(inner, "ls-files", "--others", "--exclude-standard", env=env).splitlines()}
+        assert "inner/" in outer and "inner/a.log" in own and "inner/build/x.txt" in own
+        truth = (outer - {"inner/"}) | own
+        globbed, grepped, _marked = _views(repo, repo)
+        assert globbed == truth
+        assert grepped == {p for p in truth if not p.endswith(".gitignore")}
+        globbed, _grepped, _marked = _views(repo, inner)  # a session opened in the inner repository
+        assert globbed == {p[len("inner/") :] for p in own}
