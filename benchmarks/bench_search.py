@@ -33,6 +33,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from term2.app.entrypoints.child_watcher import use_pidfds  # noqa: E402
 from term2.app.tools import WorkspaceToolbox  # noqa: E402
 from term2.domain.workspace import SessionAccess  # noqa: E402
 from term2.ports.llm import ToolCallRequest  # noqa: E402
@@ -177,6 +178,7 @@ async def main() -> None:
     parser.add_argument("--big", type=int, default=500_000)
     parser.add_argument("--keep", default=None, help="build the trees here and reuse them")
     args = parser.parse_args()
+    use_pidfds()  # as `term2 acp` and `term2 exec` do once their loop runs
     base = Path(args.keep or tempfile.mkdtemp(prefix="term2-bench-search-"))
     base.mkdir(parents=True, exist_ok=True)
     project, monorepo = base / "project", base / "monorepo"
@@ -193,4 +195,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    anyio.run(main, backend="asyncio")

