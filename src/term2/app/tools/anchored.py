@@ -21,6 +21,7 @@ import os
 import stat
 from collections.abc import Iterator
 
+from term2.app.tools import names
 from term2.app.tools.failure import ToolFailed
 from term2.domain.workspace import is_within
 
@@ -32,14 +33,14 @@ CHUNK = 64 * 1024
 
 
 def changed(path: str, detail: str) -> ToolFailed:
-    return ToolFailed(f"{path} changed while it was being opened ({detail}); nothing was done")
+    return ToolFailed(f"{names.shown(path)} changed while it was being opened ({detail}); nothing was done")
 
 
 def _swapped(path: str, folder_fd: int, name: str, shown: str) -> ToolFailed:
     try:
-        detail = f"{shown} is now a symlink to {os.readlink(name, dir_fd=folder_fd)}"
+        detail = f"{names.shown(shown)} is now a symlink to {names.shown(os.readlink(name, dir_fd=folder_fd))}"
     except OSError:
-        detail = f"{shown} is no longer what was judged"
+        detail = f"{names.shown(shown)} is no longer what was judged"
     return changed(path, detail)
 
 
@@ -72,7 +73,7 @@ def _descend(fd: int, name: str, path: str, shown: str, create: bool) -> int:
     except NotADirectoryError:
         if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
             raise _swapped(path, fd, name, shown) from None
-        raise NotADirectoryError(f"{shown} is not a directory") from None
+        raise NotADirectoryError(f"{names.shown(shown)} is not a directory") from None
     try:
         os.mkdir(name, 0o777, dir_fd=fd)
     except FileExistsError:
@@ -93,7 +94,7 @@ def open_folder(path: str, root: str, *, create: bool = False, readable: bool = 
             try:
                 child = _descend(fd, name, path, shown, create)
             except FileNotFoundError:
-                raise FileNotFoundError(f"folder not found: {path}") from None
+                raise FileNotFoundError(f"folder not found: {names.shown(path)}") from None
             os.close(fd)
             fd = child
         if readable:
@@ -116,7 +117,7 @@ def lstat_in(folder_fd: int, name: str, path: str) -> os.stat_result:
     try:
         info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except FileNotFoundError:
-        raise FileNotFoundError(f"file not found: {path}") from None
+        raise FileNotFoundError(f"file not found: {names.shown(path)}") from None
     if stat.S_ISLNK(info.st_mode):
         raise _swapped(path, folder_fd, name, path)
     return info
@@ -124,10 +125,10 @@ def lstat_in(folder_fd: int, name: str, path: str) -> os.stat_result:
 
 def require_regular(info: os.stat_result, path: str, verb: str) -> None:
     if stat.S_ISDIR(info.st_mode):
-        raise IsADirectoryError(f"{path} is a directory")
+        raise IsADirectoryError(f"{names.shown(path)} is a directory")
     kind = special_kind(info.st_mode)
     if kind is not None or not stat.S_ISREG(info.st_mode):
-        raise ToolFailed(f"{path} is {kind or 'not a file'}, not a regular file; it is not {verb}")
+        raise ToolFailed(f"{names.shown(path)} is {kind or 'not a file'}, not a regular file; it is not {verb}")
 
 
 def open_in(folder_fd: int, name: str, path: str, *, flags: int = FILE_READ, verb: str = "read") -> int:
@@ -157,7 +158,7 @@ def open_regular(path: str, root: str, *, verb: str = "read") -> int:
     try:
         folder_fd, name = open_parent(path, root)
     except FileNotFoundError:
-        raise FileNotFoundError(f"file not found: {path}") from None
+        raise FileNotFoundError(f"file not found: {names.shown(path)}") from None
     try:
         return open_in(folder_fd, name, path, verb=verb)
     finally:

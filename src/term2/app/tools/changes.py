@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from term2.app.tools import names
 from term2.domain.diff import Change, describe_change, fits_an_update, too_large_note
 from term2.domain.history import DiffOutput, TextOutput, ToolOutput
 from term2.domain.truncation import keep_head
@@ -39,22 +40,28 @@ class ShownChange:
 
 
 def client_content(path: str, old: str | None, new: str, change: Change | None = None) -> ToolOutput:
-    """The diff for the client, or a line of counts when it is too large for one update."""
+    """The diff for the client, or a line of counts when it is too large for one update.
+
+    `path` is the canonical one; the diff names it as the tools show names (names.py), the form the model
+    was given and may pass back, and the only one a JSON message or the session store can carry.
+    """
+    name = names.shown(path)
     if fits_an_update(old, new):
-        change = change or describe_change(path, old, new)
+        change = change or describe_change(name, old, new)
         if change.patch is not None:
-            return DiffOutput(path, old, new, patch=change.patch)
-    return TextOutput(too_large_note(path, change or describe_change(path, old, new, max_chars=0)))
+            return DiffOutput(name, old, new, patch=change.patch)
+    return TextOutput(too_large_note(name, change or describe_change(name, old, new, max_chars=0)))
 
 
 def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:
     """The model's one-line summary (with the patch where it may read the file) and the client's diff."""
-    change = describe_change(path, old, new)
+    name = names.shown(path)
+    change = describe_change(name, old, new)
     content = client_content(path, old, new, change)
     if old is not None and not old_readable:
-        text = f"{verb} {path}; what it held before is not shown: reading {path} needs the user's approval\n"
+        text = f"{verb} {name}; what it held before is not shown: reading {name} needs the user's approval\n"
         return ShownChange(text, content)
-    summary = f"{verb} {path} (+{change.added} -{change.removed})\n"
+    summary = f"{verb} {name} (+{change.added} -{change.removed})\n"
     if change.patch is None:
         return ShownChange(summary + "(the diff is too large to show)\n", content)
     if not change.patch:

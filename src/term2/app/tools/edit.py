@@ -21,13 +21,14 @@ from functools import partial
 
 import anyio.to_thread
 
+from term2.app.tools import names
 from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, show_change
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
-from term2.app.tools.paths import resolve
+from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
 from term2.app.tools.through_client import client_read, client_write
 from term2.domain.bounded_match import Budget
@@ -73,8 +74,9 @@ class Reviewed:
 
     def check(self, path: str, new: object) -> None:
         if self.asked and self.new != new:
+            name = names.shown(path)
             raise ToolFailed(
-                f"{path} changed after the user was shown this change (or the editor holds unsaved changes), so "
+                f"{name} changed after the user was shown this change (or the editor holds unsaved changes), so "
                 "the change would no longer be the one approved; nothing was written. Read the file and call again."
             )
 
@@ -90,8 +92,9 @@ def _edit_invocation(
     reviewed: Reviewed | None = None,
 ) -> Invocation:
     if too_deep(path, root):
+        name = names.shown(path)
         raise ArgumentError(
-            f"{path} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
+            f"{name} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
             f"the sandbox walks at most {MAX_DEPTH - 1}, so term2 makes no deeper path"
         )
     return Invocation(
@@ -99,7 +102,7 @@ def _edit_invocation(
         access=Access.EDIT,
         target=path,
         grant_folder=os.path.dirname(path),
-        locations=(Location(path),),
+        locations=(Location(names.shown(path)),),
         run=runner,
         git_plant=git_plant_folder(path, root),
         preview=partial(_preview, path, root, new_text, reviewed),
@@ -136,15 +139,15 @@ def read_existing(path: str, root: str) -> str | None:
         os.close(fd)
     if size > EDIT_LIMIT or len(data) > EDIT_LIMIT:
         raise NotText(
-            f"{path} is too large to edit as text ({human_size(max(size, len(data)))}; "
+            f"{names.shown(path)} is too large to edit as text ({human_size(max(size, len(data)))}; "
             f"the limit is {human_size(EDIT_LIMIT)})"
         )
     if looks_binary(data):
-        raise NotText(f"{path} is a binary file; it cannot be edited as text")
+        raise NotText(f"{names.shown(path)} is a binary file; it cannot be edited as text")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise NotText(f"{path} is not valid UTF-8; it cannot be edited as text") from None
+        raise NotText(f"{names.shown(path)} is not valid UTF-8; it cannot be edited as text") from None
 
 
 def disk_old(path: str, root: str) -> Old:
@@ -159,12 +162,12 @@ def _client_old(path: str, text: str) -> Old:
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:  # a lone surrogate from the client's JSON
-        return NotText(f"{path} is not valid UTF-8; it cannot be edited as text")
+        return NotText(f"{names.shown(path)} is not valid UTF-8; it cannot be edited as text")
     if size > EDIT_LIMIT:
         limit = human_size(EDIT_LIMIT)
-        return NotText(f"{path} is too large to edit as text ({human_size(size)}; the limit is {limit})")
+        return NotText(f"{names.shown(path)} is too large to edit as text ({human_size(size)}; the limit is {limit})")
     if looks_binary(text[:SNIFF_BYTES].encode("utf-8")):
-        return NotText(f"{path} is a binary file; it cannot be edited as text")
+        return NotText(f"{names.shown(path)} is a binary file; it cannot be edited as text")
     return text
 
 
@@ -183,7 +186,9 @@ async def old_text(ctx: ToolContext, path: str, root: str) -> Old:
 def encoded(path: str, text: str) -> bytes:
     data = text.encode("utf-8")
     if len(data) > EDIT_LIMIT:
-        raise ToolFailed(f"{path} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}")
+        raise ToolFailed(
+            f"{names.shown(path)} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}"
+        )
     return data
 
 
@@ -230,14 +235,14 @@ class WriteFile:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, required_str(args, "path"))
+        path = resolve_shown(root, required_str(args, "path"))
         content = required_str(args, "content", allow_empty=True)
         if len(content) > EDIT_LIMIT:
             raise ArgumentError(
                 f"content is {human_size(len(content))} long; a file term2 writes is at most {human_size(EDIT_LIMIT)}"
             )
         return _edit_invocation(
-            f"Write {path}",
+            f"Write {names.shown(path)}",
             path,
             root,
             partial(self._run, path, root, content),
@@ -245,9 +250,7 @@ class WriteFile:
             reads_target=False,
         )
 
-    async def _run(
-        self, path: str, root: str, content: str, ctx: ToolContext, call_id: str
-    ) -> Outcome:
+    async def _run(self, path: str, root: str, content: str, ctx: ToolContext, call_id: str) -> Outcome:
         readable = may_read(ctx, path)
         # Reading the old text and working out the report change nothing: a cancel abandons them at once.
         old = await old_text(ctx, path, root)
@@ -283,7 +286,9 @@ def _plan_write(path: str, content: str, old: Old, *, old_readable: bool) -> _Pl
     content = styled_like(old if isinstance(old, str) else None, content)
     if isinstance(old, NotText):
         why = old
-        text = f"Overwrote {path}; its old content is not shown ({why})\n" if old_readable else _unshown(path)
+        text = (
+            f"Overwrote {names.shown(path)}; its old content is not shown ({why})\n" if old_readable else _unshown(path)
+        )
         return _Planned(content, Outcome(text, (TextOutput(text),)))
     if not old_readable:
         return _Planned(content, Outcome(_unshown(path), (client_content(path, old, content),)))
@@ -292,7 +297,8 @@ def _plan_write(path: str, content: str, old: Old, *, old_readable: bool) -> _Pl
 
 
 def _unshown(path: str) -> str:
-    return f"Wrote {path}; term2 shows nothing of what it held before: reading {path} needs the user's approval\n"
+    name = names.shown(path)
+    return f"Wrote {name}; term2 shows nothing of what it held before: reading {name} needs the user's approval\n"
 
 
 _OLD_STRING = {"type": "string", "description": "The text to replace, copied from the file."}
@@ -328,8 +334,8 @@ class EditFile:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, required_str(args, "path"))
-        return _edits_invocation(path, root, (_edit(args, ""),), f"Edit {path}")
+        path = resolve_shown(root, required_str(args, "path"))
+        return _edits_invocation(path, root, (_edit(args, ""),), f"Edit {names.shown(path)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +377,7 @@ class MultiEdit:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, required_str(args, "path"))
+        path = resolve_shown(root, required_str(args, "path"))
         raw = args.get("edits")
         if not isinstance(raw, list) or not raw:
             raise ArgumentError("argument 'edits' must be a non-empty list of {old_string, new_string} objects")
@@ -382,7 +388,7 @@ class MultiEdit:
             if not isinstance(item, dict):
                 raise ArgumentError(f"edit {number} must be an object with old_string and new_string")
             edits.append(_edit(item, f"edit {number}: "))
-        return _edits_invocation(path, root, tuple(edits), f"Edit {path} ({len(edits)} edits)")
+        return _edits_invocation(path, root, tuple(edits), f"Edit {names.shown(path)} ({len(edits)} edits)")
 
 
 def _edit(args: Arguments, where: str) -> Edit:
@@ -434,19 +440,21 @@ def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: b
     if isinstance(old, NotText):
         raise old
     if old is None:
-        raise ToolFailed(f"file not found: {path} (use write_file to create it)")
+        raise ToolFailed(f"file not found: {names.shown(path)} (use write_file to create it)")
     result = apply_edits(old, edits, Budget(TOLERANCE_STEPS), EDIT_LIMIT)
     if isinstance(result, Refused):
         raise ToolFailed(_refusal(path, edits, result, hints=old_readable))
     if not isinstance(result, Applied):
         grown = f"{human_size(result.size)} long" if old_readable else "larger than that"  # a size tells the count
-        raise ToolFailed(f"the edit would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}")
+        raise ToolFailed(f"the edit would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}")
     verb = f"Edited ({result.count} replacements)" if result.count > len(edits) and old_readable else "Edited"
     shown = show_change(path, old, result.text, verb, old_readable=old_readable)
     text = shown.text
     if old_readable and result.tolerances:
         text = _forgiven(edits, result.tolerances) + text
-    return _Planned(result.text, Outcome(text, (shown.content,), locations=(Location(path, result.first_line),)))
+    return _Planned(
+        result.text, Outcome(text, (shown.content,), locations=(Location(names.shown(path), result.first_line),))
+    )
 
 
 def _forgiven(edits: tuple[Edit, ...], tolerances: tuple[tuple[int, str], ...]) -> str:
@@ -469,14 +477,14 @@ def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused, *, hints: boo
     if isinstance(why, Ambiguous):
         if not hints:
             return (
-                f"{which}old_string matches more than once in {path}; include more surrounding context to make "
-                f"it unique, or set replace_all to true{tail}"
+                f"{which}old_string matches more than once in {names.shown(path)}; include more surrounding context "
+                f"to make it unique, or set replace_all to true{tail}"
             )
         return which + ambiguity(path, refused.text, why, "old_string") + tail
     if not hints:
         return (
-            f"{which}old_string was not found in {path}; term2 shows nothing of its text because reading "
-            f"{path} needs the user's approval (ask for it with read_file){tail}"
+            f"{which}old_string was not found in {names.shown(path)}; term2 shows nothing of its text because reading "
+            f"{names.shown(path)} needs the user's approval (ask for it with read_file){tail}"
         )
     message = not_found(path, refused.text, edits[refused.index].old)
     if why.why is not None:
@@ -502,7 +510,7 @@ def ambiguity(path: str, text: str, why: Ambiguous, subject: str) -> str:
     listing = keep_head("\n".join(shown), HINT_CHARS, "\n[... more places]")
     times = "times" if why.tolerance is None else "places"
     return (
-        f"{subject} matches {count} {times} in {path}{how}: lines {', '.join(spans)} "
+        f"{subject} matches {count} {times} in {names.shown(path)}{how}: lines {', '.join(spans)} "
         f"(line numbers are not part of the file):\n{listing}\n"
         "term2 does not guess which one was meant: include more surrounding lines to make it unique"
         + (", or set replace_all to true" if why.tolerance is None and subject == "old_string" else "")
@@ -510,7 +518,7 @@ def ambiguity(path: str, text: str, why: Ambiguous, subject: str) -> str:
 
 
 def not_found(path: str, text: str, old_string: str, subject: str = "old_string", tool: str = "edit_file") -> str:
-    message = f"{subject} was not found in {path}"
+    message = f"{subject} was not found in {names.shown(path)}"
     near = closest_lines(text, old_string)
     if near is None:
         return message + "; read the file and copy the text exactly"

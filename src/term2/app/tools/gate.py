@@ -18,6 +18,7 @@ import anyio
 import structlog
 
 from term2.app.tools.base import Invocation
+from term2.app.tools.names import shown
 from term2.domain.approval import (
     PERMISSION_KINDS,
     OptionKind,
@@ -58,54 +59,57 @@ def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
         command = invocation.command
         return f"Allow `{command.command}` in {command.cwd} with network access to {invocation.network}?"
     if invocation.command is not None:
-        return (
-            f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
-        )
+        return f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
     if asked is Access.READ and invocation.access is not Access.READ:
-        return f"Allow reading {invocation.target} to edit it?"
-    return f"Allow {VERBS[invocation.access]} {invocation.target}?"
+        return f"Allow reading {shown(invocation.target)} to edit it?"
+    return f"Allow {VERBS[invocation.access]} {shown(invocation.target)}?"
 
 
 def approval_description(invocation: Invocation, root: str, asked: Access | None = None) -> str:
-    """Why this call needs the user: the first foothold it touches, or the root it leaves."""
+    """Why this call needs the user: the first foothold it touches, or the root it leaves.
+
+    Paths are judged as they are and named as the tools show names (names.py): the question is JSON for
+    the editor, and a name that is not UTF-8 has no other exact form there.
+    """
     target = invocation.target
+    name, root_name = shown(target), shown(root)
     if invocation.remote is not None:
         remote = invocation.remote
-        shown = remote.arguments[:ARGUMENTS_SHOWN] + ("…" if len(remote.arguments) > ARGUMENTS_SHOWN else "")
+        arguments = remote.arguments[:ARGUMENTS_SHOWN] + ("…" if len(remote.arguments) > ARGUMENTS_SHOWN else "")
         return (
             f"The model asks to call {remote.tool!r} on the MCP server {remote.server!r}, which your editor "
-            f"configured; it runs outside term2's sandbox with your rights. Arguments: {shown}"
+            f"configured; it runs outside term2's sandbox with your rights. Arguments: {arguments}"
         )
     if asked is Access.READ and invocation.access is not Access.READ:
         outside = not is_within(target, root)
-        why = f"it is outside the workspace root {root}" if outside else "it may hold secrets (.env)"
+        why = f"it is outside the workspace root {root_name}" if outside else "it may hold secrets (.env)"
         return (
-            f"The edit must read {target} to find the text it replaces, and what it finds reaches the model; "
-            f"reading {target} needs your approval because {why}. Edits alone do not allow reading."
+            f"The edit must read {name} to find the text it replaces, and what it finds reaches the model; "
+            f"reading {name} needs your approval because {why}. Edits alone do not allow reading."
         )
     if invocation.network is not None:
         return (
-            f"The command runs in the sandbox; only {root} is writable. Through term2's proxy it may connect to "
+            f"The command runs in the sandbox; only {root_name} is writable. Through term2's proxy it may connect to "
             f"{invocation.network} and nothing else, for this run only; whatever it sends there leaves your "
             "machine. Every other connection is refused and reported."
         )
     if invocation.access is Access.EXECUTE:
-        return f"The command runs in the sandbox; only {root} is writable."
+        return f"The command runs in the sandbox; only {root_name} is writable."
     if not is_within(target, root):
-        return f"{target} is outside the workspace root {root}."
+        return f"{name} is outside the workspace root {root_name}."
     if invocation.access is Access.EDIT and is_git_metadata(target, root):
-        return f"{target} is git metadata, whose hooks and config the host's git would run."
+        return f"{name} is git metadata, whose hooks and config the host's git would run."
     if invocation.access is Access.EDIT and invocation.git_plant is not None:
         return (
-            f"Writing this would make {invocation.git_plant} a git directory (or write inside one), "
+            f"Writing this would make {shown(invocation.git_plant)} a git directory (or write inside one), "
             "whose config the host's git would run."
         )
     if invocation.access is Access.EDIT and is_instruction_file(target):
         return (
-            f"{target} is a project instruction file: term2 puts its text into the system prompt of every "
+            f"{name} is a project instruction file: term2 puts its text into the system prompt of every "
             "later session in this project, so a change to it steers what the agent does next time."
         )
-    return f"{target} may hold secrets (.env); its contents would be sent to the model's provider."
+    return f"{name} may hold secrets (.env); its contents would be sent to the model's provider."
 
 
 def question(invocation: Invocation, workspace: Workspace) -> Access | None:
@@ -131,9 +135,7 @@ def needs_approval(invocation: Invocation, workspace: Workspace) -> bool:
     return any(question(part, workspace) is not None for part in invocation.parts or (invocation,))
 
 
-async def authorize(
-    invocation: Invocation, pending: ToolCall, ctx: ToolContext
-) -> DenialReason | None:
+async def authorize(invocation: Invocation, pending: ToolCall, ctx: ToolContext) -> DenialReason | None:
     """None when the call may run, otherwise why it may not.
 
     A call that touches several files (apply_patch) is judged file by file, each asked in its own words, and

@@ -3,14 +3,23 @@
 Every transition is emitted as a ToolCallChanged and recorded as a new
 snapshot, so that replay shows the call's last known state even when the
 process dies mid-call. The first emission carries `first=True`.
+
+What is told and recorded is text: the tools name paths as names.py shows
+them, and any lone surrogate still left (an OS error's file name, a run_code
+program's raw arguments) is written out as its escape here (names.said), so
+no file name can stop the JSON of an update or the session store's row.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
+from term2.app.tools.names import said
 from term2.domain.history import (
+    DiffOutput,
     Location,
+    TerminalOutput,
     TextOutput,
     ToolCall,
     ToolKind,
@@ -36,16 +45,11 @@ class CallTracker:
         locations: tuple[Location, ...] = (),
         content: tuple[ToolOutput, ...] = (),
     ) -> ToolCall:
-        call = ToolCall(
-            self._call_id, title, kind, ToolStatus.PENDING, raw_input, content, locations
-        )
-        await self._publish(call)
-        return call
+        call = ToolCall(self._call_id, title, kind, ToolStatus.PENDING, raw_input, content, locations)
+        return await self._publish(call)
 
     async def progress(self, content: tuple[ToolOutput, ...]) -> None:
-        await self._publish(
-            replace(self._current(), status=ToolStatus.IN_PROGRESS, content=content)
-        )
+        await self._publish(replace(self._current(), status=ToolStatus.IN_PROGRESS, content=content))
 
     async def finish(
         self,
@@ -66,9 +70,7 @@ class CallTracker:
         """Record the cancellation; keeps whatever content the call had so far."""
         if self.snapshot is not None and self.snapshot.status.is_final:
             return
-        call = self.snapshot or ToolCall(
-            self._call_id, fallback_title, ToolKind.OTHER, ToolStatus.PENDING
-        )
+        call = self.snapshot or ToolCall(self._call_id, fallback_title, ToolKind.OTHER, ToolStatus.PENDING)
         await self._publish(replace(call, status=ToolStatus.CANCELLED))
 
     def _current(self) -> ToolCall:
@@ -76,9 +78,44 @@ class CallTracker:
             raise RuntimeError("tool call reported before it started")
         return self.snapshot
 
-    async def _publish(self, call: ToolCall) -> None:
+    async def _publish(self, call: ToolCall) -> ToolCall:
+        call = told(call)
         self.snapshot = call
         first = not self._announced
         self._announced = True
         await self._ctx.emit(ToolCallChanged(call, first=first))
         await self._ctx.record(call)
+        return call
+
+
+def told(call: ToolCall) -> ToolCall:
+    """`call` with every lone surrogate in its text written as an escape; the same call when there is none."""
+    return replace(
+        call,
+        title=said(call.title),
+        raw_input=_said_json(call.raw_input),
+        content=tuple(_said_output(output) for output in call.content),
+        locations=tuple(replace(place, path=said(place.path)) for place in call.locations),
+    )
+
+
+def _said_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return said(value)
+    if isinstance(value, dict):
+        return {said(key) if isinstance(key, str) else key: _said_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_said_json(item) for item in value]
+    return value
+
+
+def _said_output(output: ToolOutput) -> ToolOutput:
+    if isinstance(output, TextOutput):
+        return replace(output, text=said(output.text))
+    if isinstance(output, DiffOutput):
+        old = None if output.old_text is None else said(output.old_text)
+        patch = None if output.patch is None else said(output.patch)
+        return replace(output, path=said(output.path), old_text=old, new_text=said(output.new_text), patch=patch)
+    if isinstance(output, TerminalOutput):
+        return replace(output, command=said(output.command), cwd=said(output.cwd), output=said(output.output))
+    return output

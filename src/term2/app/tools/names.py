@@ -9,6 +9,19 @@ other is escaped whole: each backslash doubled, each byte that is not part
 of valid UTF-8 text, and each control character, written `\\xNN`. A shown
 name holding a backslash is therefore always an escaped one, and `unshown`
 turns it back into the exact bytes (as a surrogateescape str).
+
+Every tool that takes a path reads it with `unshown` (paths.resolve_shown), so
+a name the model was shown reaches the same file. The rule has one reading:
+a backslash in a path is always an escape's start where it starts one (`\\\\`
+or `\\xNN`), so a real file named `a\\x41` is reached as `a\\\\x41`, the form
+`shown` gives it, and `a\\x41` names `aA`. A lone surrogate in an argument (a
+run_code program passing a name from `os.listdir`) stands for its byte, as in
+Python's surrogateescape.
+
+`said` is the net behind the tools: free text that names a path it did not
+show (an OS error's message, a program's raw arguments) has each lone
+surrogate written as its escape before it is told, recorded or stored, so no
+name can fail a turn.
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ import re
 
 _NEEDS_ESCAPE = re.compile(r"[\\\x00-\x1f\x7f\udc80-\udcff]")
 _ESCAPED = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
+_LONE = re.compile("[\ud800-\udfff]")
 
 
 def shown(name: str | bytes) -> str:
@@ -50,3 +64,19 @@ def unshown(text: str) -> str:
         return b"\\" if body == b"\\" else bytes([int(body[1:], 16)])
 
     return os.fsdecode(re.sub(_ESCAPED.pattern.encode(), one, data))
+
+
+def said(text: str) -> str:
+    """`text` with every lone surrogate written out: `\\xNN` for a byte surrogateescape carried, else `\\uXXXX`.
+
+    For free text that may hold a name no tool showed; a name a tool formats goes through `shown` instead,
+    which also escapes its backslashes. Text without lone surrogates is returned as it is.
+    """
+    if not _LONE.search(text):
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+    return _LONE.sub(one, text)

@@ -22,6 +22,7 @@ from functools import partial
 import anyio
 import anyio.to_thread
 
+from term2.app.tools import names
 from term2.app.tools.anchored import open_regular, read_upto, remove_whole, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
@@ -39,7 +40,7 @@ from term2.app.tools.edit import (
 )
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size
-from term2.app.tools.paths import resolve
+from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
 from term2.app.tools.through_client import client_write
 from term2.domain.bounded_match import Budget
@@ -124,18 +125,20 @@ class ApplyPatch:
         seen: set[str] = set()
         for path in (p for t in targets for p in (t.path, t.dest) if p is not None):
             if path in seen:
-                raise ArgumentError(f"{path} appears twice in the patch; put all of a file's changes in one section")
+                raise ArgumentError(
+                    f"{names.shown(path)} appears twice in the patch; put all of a file's changes in one section"
+                )
             seen.add(path)
         reviewed = Reviewed()
         runner = partial(_run, targets, root, reviewed)
         parts = tuple(part for t in targets for part in _parts(t, root, runner))
         count = len(seen)
         return Invocation(
-            title=f"Apply patch to {parts[0].target}" if count == 1 else f"Apply patch to {count} files",
+            title=f"Apply patch to {names.shown(parts[0].target)}" if count == 1 else f"Apply patch to {count} files",
             access=Access.EDIT,
             target=parts[0].target,
             grant_folder=parts[0].grant_folder,
-            locations=tuple(Location(part.target) for part in parts),
+            locations=tuple(Location(names.shown(part.target)) for part in parts),
             run=runner,
             preview=partial(_preview, targets, root, reviewed),
             parts=parts,
@@ -143,17 +146,18 @@ class ApplyPatch:
 
 
 def _target(op: FileOp, root: str) -> _Target:
-    path = _checked(resolve(root, op.path), root)
+    path = _checked(resolve_shown(root, op.path), root)
     dest = None
     if isinstance(op, UpdateFile) and op.move_to is not None:
-        dest = _checked(resolve(root, op.move_to), root)
+        dest = _checked(resolve_shown(root, op.move_to), root)
     return _Target(op, path, dest)
 
 
 def _checked(path: str, root: str) -> str:
     if too_deep(path, root):
+        name = names.shown(path)
         raise ArgumentError(
-            f"{path} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
+            f"{name} would sit {len(os.path.relpath(path, root).split('/')) - 1} folders deep in the workspace; "
             f"the sandbox walks at most {MAX_DEPTH - 1}, so term2 makes no deeper path"
         )
     return path
@@ -164,11 +168,11 @@ def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]
 
     def part(path: str, verb: str, *, reads: bool) -> Invocation:
         return Invocation(
-            title=f"{verb} {path}",
+            title=f"{verb} {names.shown(path)}",
             access=Access.EDIT,
             target=path,
             grant_folder=os.path.dirname(path),
-            locations=(Location(path),),
+            locations=(Location(names.shown(path)),),
             run=runner,  # parts are judged, never run
             git_plant=git_plant_folder(path, root),
             reads_target=reads,
@@ -225,7 +229,7 @@ async def _run(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx:
     with anyio.CancelScope(shield=True):  # from the first write on, the patch is made or undone, never half made
         await _commit(ctx, root, changes, priors)
     text = "".join(change.text for change in changes)
-    locations = tuple(Location(c.path, c.line) for c in changes if c.new is not None)
+    locations = tuple(Location(names.shown(c.path), c.line) for c in changes if c.new is not None)
     return Outcome(text, tuple(change.content for change in changes), locations=locations or None)
 
 
@@ -258,7 +262,11 @@ def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
     new = styled_like(old if isinstance(old, str) else None, content)
     encoded(path, new)
     if isinstance(old, NotText):
-        text = f"Overwrote {path}; its old content is not shown ({old})\n" if readable else _unshown(path, "Wrote")
+        text = (
+            f"Overwrote {names.shown(path)}; its old content is not shown ({old})\n"
+            if readable
+            else _unshown(path, "Wrote")
+        )
         return _Change(path, new, text, TextOutput(text), 1)
     if old is not None and not readable:
         return _Change(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
@@ -268,9 +276,9 @@ def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
 
 def _deleted(path: str, old: Old, readable: bool) -> _Change:
     if old is None:
-        raise ToolFailed(f"there is no file {path} to delete; {WHOLE}")
+        raise ToolFailed(f"there is no file {names.shown(path)} to delete; {WHOLE}")
     if isinstance(old, NotText):
-        text = f"Deleted {path} ({old})\n" if readable else _unshown(path, "Deleted")
+        text = f"Deleted {names.shown(path)} ({old})\n" if readable else _unshown(path, "Deleted")
         return _Change(path, None, text, TextOutput(text))
     if not readable:
         return _Change(path, None, _unshown(path, "Deleted"), client_content(path, old, ""))
@@ -291,37 +299,44 @@ def _updated(
     if isinstance(old, NotText):
         raise ToolFailed(f"{old}; {WHOLE}")
     if old is None:
-        raise ToolFailed(f"file not found: {path} (use *** Add File: to create it); {WHOLE}")
+        raise ToolFailed(f"file not found: {names.shown(path)} (use *** Add File: to create it); {WHOLE}")
     if dest is not None and olds[dest] is not None:
-        raise ToolFailed(f"*** Move to: {dest} already exists; term2 does not replace a file by moving; {WHOLE}")
+        raise ToolFailed(
+            f"*** Move to: {names.shown(dest)} already exists; term2 does not replace a file by moving; {WHOLE}"
+        )
     result = apply_chunks(old, op.chunks, budget, EDIT_LIMIT) if op.chunks else Applied(old, 1, 0, ())
     hints = readable[path]
     if isinstance(result, Refused):
         raise ToolFailed(_refusal(path, op, result, hints=hints))
     if not isinstance(result, Applied):
         grown = f"{human_size(result.size)} long" if hints else "larger than that"
-        raise ToolFailed(f"the patch would make {path} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}")
+        raise ToolFailed(
+            f"the patch would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}"
+        )
     new = result.text
     encoded(path, new)
+    name = names.shown(path)
     forgiven = "".join(
-        f"{path}: hunk {index + 1} did not match exactly; it matched one place after {how}. Check the diff.\n"
+        f"{name}: hunk {index + 1} did not match exactly; it matched one place after {how}. Check the diff.\n"
         for index, how in result.tolerances
     ) if hints else ""  # fmt: skip
     if dest is None:
         shown = show_change(path, old, new, "Edited", old_readable=hints)
         return [_Change(path, new, forgiven + shown.text, shown.content, result.first_line)]
-    moved = show_change(dest, old, new, f"Moved {path} to", old_readable=hints)
+    moved = show_change(dest, old, new, f"Moved {names.shown(path)} to", old_readable=hints)
     mode = modes.get(path, 0o644)
     gone = _Change(path, None, "", client_content(path, old, ""), mode=mode)
     return [gone, _Change(dest, new, forgiven + moved.text, moved.content, result.first_line, mode)]
 
 
 def _unshown(path: str, verb: str) -> str:
-    return f"{verb} {path}; term2 shows nothing of what it held before: reading {path} needs the user's approval\n"
+    name = names.shown(path)
+    return f"{verb} {name}; term2 shows nothing of what it held before: reading {name} needs the user's approval\n"
 
 
 def _refusal(path: str, op: UpdateFile, refused: Refused, *, hints: bool) -> str:
     number = refused.index + 1
+    name = names.shown(path)
     chunk = op.chunks[refused.index]
     why = refused.why
     if refused.header is not None:
@@ -331,7 +346,7 @@ def _refusal(path: str, op: UpdateFile, refused: Refused, *, hints: bool) -> str
     if not hints:
         times = "more than once" if isinstance(why, Ambiguous) else "nowhere"
         return (
-            f"{subject} matched {times} in {path}; term2 shows nothing of its text because reading {path} "
+            f"{subject} matched {times} in {name}; term2 shows nothing of its text because reading {name} "
             f"needs the user's approval (ask for it with read_file); {WHOLE}"
         )
     if isinstance(why, Ambiguous):
@@ -361,7 +376,7 @@ def _priors(changes: list[_Change], root: str) -> list[bytes | None]:
         finally:
             os.close(fd)
         if len(data) > EDIT_LIMIT:
-            raise ToolFailed(f"{change.path} is too large to change with apply_patch; {WHOLE}")
+            raise ToolFailed(f"{names.shown(change.path)} is too large to change with apply_patch; {WHOLE}")
         priors.append(data)
     return priors
 
@@ -375,7 +390,7 @@ async def _commit(ctx: ToolContext, root: str, changes: list[_Change], priors: l
         except Exception as err:
             undone = await _undo(root, changes, priors, made)
             after = "the changes made before it were undone" if undone else "undoing those before it failed: check them"
-            raise ToolFailed(f"writing {change.path} failed ({err}); {after}") from None
+            raise ToolFailed(f"writing {names.shown(change.path)} failed ({err}); {after}") from None
         made.append(index)
 
 

@@ -9,11 +9,14 @@ the root that leads back in is judged as inside.
 from __future__ import annotations
 
 import os
+import re
 
 from term2.app.tools.args import ArgumentError
+from term2.app.tools.names import unshown
 from term2.domain.workspace import is_within
 
 PATH_MAX = 4096  # Linux's: no longer path can be opened anyway
+_NOT_A_BYTE = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates surrogateescape never makes
 
 
 def canonical_root(root: str) -> str:
@@ -46,6 +49,18 @@ def resolve(root: str, raw: str) -> str:
         missing.append(name)
         head = parent
     return os.path.join(os.path.realpath(head), *reversed(missing))
+
+
+def resolve_shown(root: str, text: str) -> str:
+    """`resolve` of a path argument as the model writes it: in the form the tools show names (names.py).
+
+    `caf\\xe9.txt`, as grep, glob and list_dir show a Latin-1 name, reaches the file whose name holds the
+    byte 0xE9, and every decision is then made on that canonical path, as for any other. A lone surrogate
+    that stands for no byte (JSON's `\\ud800`) names no file and is refused.
+    """
+    if _NOT_A_BYTE.search(text):
+        raise ArgumentError("path holds a lone surrogate that stands for no byte; write names as the tools show them")
+    return resolve(root, unshown(text))
 
 
 def folder_of(resolved: str) -> str:

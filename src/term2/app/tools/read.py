@@ -20,7 +20,8 @@ from term2.app.tools.args import Arguments, optional_int, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
-from term2.app.tools.paths import resolve
+from term2.app.tools.names import shown
+from term2.app.tools.paths import resolve_shown
 from term2.app.tools.through_client import client_read
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
@@ -75,23 +76,19 @@ class ReadFile:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, required_str(args, "path"))
+        path = resolve_shown(root, required_str(args, "path"))
         offset = optional_int(args, "offset")
         limit = optional_int(args, "limit")
-        title = f"Read {path}"
+        title = f"Read {shown(path)}"
         if offset or limit:
             first = offset or 1
-            title += (
-                f" (lines {first}-{first + limit - 1})"
-                if limit
-                else f" (from line {first})"
-            )
+            title += f" (lines {first}-{first + limit - 1})" if limit else f" (from line {first})"
         return Invocation(
             title=title,
             access=Access.READ,
             target=path,
             grant_folder=os.path.dirname(path),
-            locations=(Location(path, offset or 1),),
+            locations=(Location(shown(path), offset or 1),),
             run=partial(self._run, path, root, offset or 1, limit),
         )
 
@@ -101,11 +98,11 @@ class ReadFile:
         # The editor's buffer where it serves reads (the user's unsaved text), asked only for the lines the
         # cap can show: each numbered line takes at least 8 bytes, so one more than that always hits the cap.
         asked = self.limit_bytes // MIN_LINE_BYTES + 1
-        shown = await client_read(ctx, path, root, line=offset, limit=min(limit or asked, asked))
-        if shown is not None:
+        served = await client_read(ctx, path, root, line=offset, limit=min(limit or asked, asked))
+        if served is not None:
             # Nothing from a later line: past the end, or an empty file (as the disk would say)? One line tells.
-            empty = not shown and offset > 1 and await client_read(ctx, path, root, line=1, limit=1) == ""
-            return Outcome.text_only(numbered_text(path, shown, offset, limit, self.limit_bytes, empty=empty))
+            empty = not served and offset > 1 and await client_read(ctx, path, root, line=1, limit=1) == ""
+            return Outcome.text_only(numbered_text(path, served, offset, limit, self.limit_bytes, empty=empty))
         text = await anyio.to_thread.run_sync(
             partial(read_lines, path, root, offset, limit, self.limit_bytes),
             abandon_on_cancel=True,
@@ -124,7 +121,7 @@ def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes
         head = read_upto(fd, SNIFF_BYTES)
         if looks_binary(head):
             raise ToolFailed(
-                f"{path} looks like a binary file ({human_size(os.fstat(fd).st_size)}); it is not shown."
+                f"{shown(path)} looks like a binary file ({human_size(os.fstat(fd).st_size)}); it is not shown."
             )
         return numbered(path, capped_lines(fd, head, limit_bytes + 1), offset, limit, limit_bytes)
     finally:
@@ -141,11 +138,11 @@ def numbered_text(
     """
     if "\x00" in text[:SNIFF_BYTES]:
         size = human_size(len(text.encode("utf-8", "surrogatepass")))
-        raise ToolFailed(f"{path} looks like a binary file ({size}); it is not shown.")
+        raise ToolFailed(f"{shown(path)} looks like a binary file ({size}); it is not shown.")
     if empty:
         return "(empty file)\n"
     if not text and offset > 1:
-        raise ToolFailed(f"offset {offset} is past the end of {path}")
+        raise ToolFailed(f"offset {offset} is past the end of {shown(path)}")
     return numbered(path, _split(text), offset, limit, limit_bytes, first=offset)
 
 
@@ -172,14 +169,11 @@ def numbered(
         if limit is not None and line_no >= offset + limit:
             break
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        shown = f"{line_no:>6}\t{line}\n"
-        size = len(shown.encode("utf-8"))
+        entry = f"{line_no:>6}\t{line}\n"
+        size = len(entry.encode("utf-8"))
         if used + size > limit_bytes:
             if not out:  # one enormous line: show its head rather than nothing
-                out.append(
-                    shown[: limit_bytes // 4].rstrip("\n")
-                    + f"\n[line {line_no} was cut]\n"
-                )
+                out.append(entry[: limit_bytes // 4].rstrip("\n") + f"\n[line {line_no} was cut]\n")
                 line_no += 1
             tokens = limit_bytes // BYTES_PER_TOKEN
             out.append(
@@ -187,10 +181,10 @@ def numbered(
                 f"offset={line_no}, or read a smaller range with limit]\n"
             )
             return "".join(out)
-        out.append(shown)
+        out.append(entry)
         used += size
     if line_no == 0:
         return "(empty file)\n"
     if not out:
-        raise ToolFailed(f"offset {offset} is past the end of {path} ({line_no} lines)")
+        raise ToolFailed(f"offset {offset} is past the end of {shown(path)} ({line_no} lines)")
     return "".join(out)

@@ -22,8 +22,9 @@ from term2.app.tools.args import (
     required_str,
 )
 from term2.app.tools.base import Invocation, Outcome
+from term2.app.tools.names import shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
-from term2.app.tools.paths import canonical_root, resolve
+from term2.app.tools.paths import canonical_root, resolve_shown
 from term2.app.tools.sandboxed import did_not_run, ended
 from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
 from term2.domain.network import NetworkGrant
@@ -88,15 +89,13 @@ class RunShell:
         command = required_str(args, "command")
         if not command.strip():
             raise ArgumentError("argument 'command' must not be blank")
-        cwd = resolve(root, optional_str(args, "cwd") or ".")
+        cwd = resolve_shown(root, optional_str(args, "cwd") or ".")
         # The sandbox only ever starts inside the root it confines; asking the
         # user to approve a folder it would refuse anyway helps nobody.
         if not is_within(cwd, canonical_root(root)):
-            raise ArgumentError(
-                f"cwd must be inside the workspace root {root}; got {cwd}"
-            )
+            raise ArgumentError(f"cwd must be inside the workspace root {shown(root)}; got {shown(cwd)}")
         if not os.path.isdir(cwd):
-            raise ArgumentError(f"cwd {cwd} is not an existing folder")
+            raise ArgumentError(f"cwd {shown(cwd)} is not an existing folder")
         timeout = min(
             optional_number(args, "timeout") or self.default_timeout_s,
             self.max_timeout_s,
@@ -109,9 +108,9 @@ class RunShell:
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
-            locations=(Location(cwd),),
+            locations=(Location(shown(cwd)),),
             run=partial(self._run, command, cwd, timeout, network),
-            command=CommandSubject(command, cwd),
+            command=CommandSubject(command, shown(cwd)),  # what the user is asked about: the shown name
             content_on_start=partial(_empty_terminal, command, cwd),
             network=network,
         )
@@ -141,12 +140,10 @@ class RunShell:
 
 def _empty_terminal(command: str, cwd: str, call_id: str) -> tuple[ToolOutput, ...]:
     """Shown while the command runs, so the client can attach the streamed chunks."""
-    return (TerminalOutput(terminal_id_for(call_id), command, cwd),)
+    return (TerminalOutput(terminal_id_for(call_id), command, shown(cwd)),)
 
 
-def shell_outcome(
-    command: str, cwd: str, terminal_id: str, result: CommandResult, timeout: float
-) -> Outcome:
+def shell_outcome(command: str, cwd: str, terminal_id: str, result: CommandResult, timeout: float) -> Outcome:
     end = ended(
         result,
         timeout_s=timeout,
@@ -154,7 +151,5 @@ def shell_outcome(
     )
     # The terminal shows the user what the model reads, notices included.
     text = f"{end.status}\n{end.output}" if end.output else f"{end.status}\n(no output)"
-    terminal = TerminalOutput(
-        terminal_id, command, cwd, end.terminal, result.exit_code, end.signal_name
-    )
+    terminal = TerminalOutput(terminal_id, command, shown(cwd), end.terminal, result.exit_code, end.signal_name)
     return Outcome(text, (terminal,), failed=end.failed)

@@ -16,7 +16,10 @@ running beside them (bridge.py gives run_code's nested calls the disk), so
 what could move the path in between is the user's own doing.
 
 A client that refuses a path (outside its project, not found, any error
-answer) did nothing: the disk serves the call, and the log says so. A write
+answer) did nothing: the disk serves the call, and the log says so. A path
+that is not UTF-8 is never sent: ACP names files with JSON strings, which
+have no exact form for it (a client would read its bytes as U+FFFD and act
+on another file), so the disk serves it. A write
 whose answer never comes is not retried on the disk: it may have happened.
 """
 
@@ -42,14 +45,23 @@ log = structlog.get_logger("term2.tools")
 WRITE_WAIT_S = 60.0
 
 
-def reader(ctx: ToolContext) -> ClientFiles | None:
+def reader(ctx: ToolContext, path: str) -> ClientFiles | None:
     files = ctx.client_files
-    return files if files is not None and files.reads else None
+    return files if files is not None and files.reads and _nameable(path) else None
 
 
-def writer(ctx: ToolContext) -> ClientFiles | None:
+def writer(ctx: ToolContext, path: str) -> ClientFiles | None:
     files = ctx.client_files
-    return files if files is not None and files.writes else None
+    return files if files is not None and files.writes and _nameable(path) else None
+
+
+def _nameable(path: str) -> bool:
+    """Whether the editor can be told `path` exactly: a name that is not UTF-8 has no JSON string."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def client_read(
@@ -60,7 +72,7 @@ async def client_read(
     None when the client does not read, refuses the path, or the disk holds a binary file there (the disk's
     read refuses it, in its own words). A swap before or after the request raises ToolFailed.
     """
-    files = reader(ctx)
+    files = reader(ctx, path)
     if files is None:
         return None
     if await anyio.to_thread.run_sync(partial(_binary_on_disk, path, root), abandon_on_cancel=True):
@@ -81,7 +93,7 @@ async def client_write(ctx: ToolContext, path: str, root: str, text: str) -> boo
     is found before (nothing is sent) or after (the write is reported as not trusted), or when the editor
     never answered: then the write may or may not have happened, and the disk is not written.
     """
-    files = writer(ctx)
+    files = writer(ctx, path)
     if files is None:
         return False
     await anyio.to_thread.run_sync(partial(_ready_for_write, path, root))

@@ -23,6 +23,7 @@ from term2.app.tools.failure import ToolFailed
 from term2.app.tools.gate import authorize, denial_message, needs_approval
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
+from term2.app.tools.names import said, shown
 from term2.app.tools.patch import ApplyPatch
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.plan import UpdatePlan
@@ -78,38 +79,31 @@ class WorkspaceToolbox:
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         tracker = CallTracker(call.call_id, ctx)
         try:
-            return await self._execute(call, ctx, tracker)
+            # The model's text as the tracker tells and records it: no lone surrogate (names.said).
+            return said(await self._execute(call, ctx, tracker))
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await tracker.cancelled(call.name)
             raise
 
-    async def _execute(
-        self, call: ToolCallRequest, ctx: ToolContext, tracker: CallTracker
-    ) -> str:
+    async def _execute(self, call: ToolCallRequest, ctx: ToolContext, tracker: CallTracker) -> str:
         tool = self._tools.get(call.name)
         kind = tool.kind if tool is not None else ToolKind.OTHER
         try:
             args = parse_arguments(call.arguments)
         except ArgumentError as err:
             await tracker.start(call.name, kind, {"arguments": call.arguments})
-            return await tracker.fail(
-                f"Error: invalid arguments for {call.name}: {err}"
-            )
+            return await tracker.fail(f"Error: invalid arguments for {call.name}: {err}")
         if tool is None:
             await tracker.start(call.name, kind, args)
             known = ", ".join(sorted(self._tools))
-            return await tracker.fail(
-                f"Error: there is no tool named {call.name!r}; available tools: {known}"
-            )
+            return await tracker.fail(f"Error: there is no tool named {call.name!r}; available tools: {known}")
         root = canonical_root(ctx.access.workspace.root)
         try:
             invocation = tool.prepare(args, root)
         except Exception as err:  # a malformed path may raise OSError, ValueError, RecursionError…
             await tracker.start(tool.name, kind, args)
-            return await tracker.fail(
-                f"Error: invalid arguments for {tool.name}: {err}"
-            )
+            return await tracker.fail(f"Error: invalid arguments for {tool.name}: {err}")
 
         pending = await tracker.start(
             invocation.title, kind, args, invocation.locations, await _proposed(invocation, ctx)
@@ -154,4 +148,5 @@ async def _proposed(invocation: Invocation, ctx: ToolContext) -> tuple[ToolOutpu
 def _os_message(err: OSError) -> str:
     if err.strerror is None:
         return str(err)
-    return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+    name = err.filename
+    return f"{err.strerror}: {shown(name) if isinstance(name, str | bytes) else name}" if name else err.strerror
