@@ -1,0 +1,161 @@
+"""A file name that is not UTF-8, found, read, edited, written, stored and replayed in a real `term2 acp`
+(issue 20, part 4).
+
+The workspace holds `names-\\xe9/caf\\xe9.txt` (Latin-1 bytes). The model finds it with grep, glob and
+list_dir, which show it escaped; passes that escaped name back to read_file, edit_file and write_file;
+and the bytes file changes. Every line term2 writes is JSON-RPC with no lone surrogate in it. The session
+is then loaded by a v1 client and resumed from the start by a v2 one, and the replayed calls carry the
+very escaped names the live ones did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import llm_env
+from tests.e2e.test_tools_e2e import text_of, tool_calls
+from tests.fakes.llm_server import start_fake_llm
+from tests.support.acp_process import AcpProcess, Message, updates
+
+FIRST_TURN_TIMEOUT = 180.0  # the first prompt of a process imports litellm
+FOLDER = "names-\\xe9"  # as the tools show b"names-\xe9"
+FILE = f"{FOLDER}/caf\\xe9.txt"
+NEW = f"{FOLDER}/n\\xe9w.txt"
+
+
+def call(name: str, **arguments: object) -> dict[str, object]:
+    return {"name": name, "arguments": arguments}
+
+
+def _turn(proc: AcpProcess, sid: str, timeout: float = 60.0) -> list[Message]:
+    _ack, messages = proc.prompt_v2(sid, "go", timeout)
+    [idle] = [u for u in updates(messages, "state_update") if u["state"] == "idle"]
+    assert idle["stopReason"] == "end_turn", proc.stderr()[-3000:]
+    return messages
+
+
+def _protocol_only(proc: AcpProcess) -> None:
+    """Every stdout line is JSON-RPC that a strict client decodes: UTF-8, and no `\\udcXX` escape in it."""
+    proc.validate_schemas()
+    for raw in proc.raw_lines:
+        raw.decode("utf-8")
+        assert b"\\udc" not in raw.lower(), raw[:300]
+
+
+def _seen(call: dict[str, Any]) -> tuple[Any, ...]:
+    """What a client shows of a call, in a form both protocol versions share."""
+    blocks = [c for c in call.get("content", []) if c["type"] == "diff"]
+    diffs = [path for c in blocks for path in ([c["path"]] if "path" in c else [ch["path"] for ch in c["changes"]])]
+    return call["title"], [loc["path"] for loc in call.get("locations", [])], text_of(call), diffs
+
+
+def test_a_non_utf8_name_through_search_read_edit_write_the_store_and_replay(tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    folder = os.path.join(os.fsencode(workspace), b"names-\xe9")
+    os.makedirs(folder)
+    target = os.path.join(folder, b"caf\xe9.txt")
+    with open(target, "wb") as f:
+        f.write(b"needle-e2e\n")
+    home = tmp_path / "home"
+    root = os.path.realpath(workspace)
+    with start_fake_llm() as llm:
+        a = AcpProcess(tmp_path, env=llm_env(llm), home=home)
+        try:
+            a.initialize(2)
+            sid = a.new_session(workspace)
+            llm.push(
+                {
+                    "tool_calls": [
+                        call("grep", pattern="needle-e2e"),
+                        call("glob", pattern="**/caf*"),
+                        call("list_dir", path=FOLDER),
+                    ]
+                },
+                {"text": "Found it."},
+            )
+            found = _turn(a, sid, FIRST_TURN_TIMEOUT)
+            llm.push(
+                {
+                    "tool_calls": [
+                        call("read_file", path=FILE),
+                        call("edit_file", path=FILE, old_string="needle-e2e", new_string="edited-e2e"),
+                        call("read_file", path=FILE),
+                    ]
+                },
+                {"text": "Edited."},
+            )
+            edited = _turn(a, sid)
+            with open(target, "rb") as f:
+                assert f.read() == b"edited-e2e\n"
+            llm.push(
+                {
+                    "tool_calls": [
+                        call("write_file", path=FILE, content="written-e2e\n"),
+                        call("write_file", path=NEW, content="new\n"),
+                    ]
+                },
+                {"text": "Written."},
+            )
+            written = _turn(a, sid)
+            assert a.result("session/close", {"sessionId": sid}) == {}
+            assert a.close() == 0
+            _protocol_only(a)
+        finally:
+            a.kill()
+
+        b = AcpProcess(tmp_path, env=llm_env(llm), home=home)
+        try:
+            b.initialize(1)
+            assert b.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}) == {}
+            loaded = list(b.log)
+            assert b.close() == 0
+            _protocol_only(b)
+        finally:
+            b.kill()
+
+        c = AcpProcess(tmp_path, env=llm_env(llm), home=home)
+        try:
+            c.initialize(2)
+            start = {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}
+            assert c.result("session/resume", start) == {}
+            resumed = list(c.log)
+            assert c.close() == 0
+            _protocol_only(c)
+        finally:
+            c.kill()
+
+    with open(target, "rb") as f:
+        assert f.read() == b"written-e2e\n"
+    with open(os.path.join(folder, b"n\xe9w.txt"), "rb") as f:
+        assert f.read() == b"new\n"
+    assert sorted(os.listdir(folder)) == [b"caf\xe9.txt", b"n\xe9w.txt"]  # no file named with a backslash
+
+    live = {**tool_calls(found), **tool_calls(edited), **tool_calls(written)}
+    assert [c["status"] for c in live.values()] == ["completed"] * 8, live
+    grep, glob, listed, read, edit, reread, write, new = live.values()
+    assert text_of(grep) == f"{FILE}:1:needle-e2e\n"
+    assert text_of(glob) == f"{FILE}\n" and text_of(listed) == "caf\\xe9.txt\n"
+    assert text_of(read) == "     1\tneedle-e2e\n" and text_of(reread) == "     1\tedited-e2e\n"
+    shown_path = f"{root}/{FILE}"
+    for each, title in ((read, f"Read {shown_path}"), (edit, f"Edit {shown_path}"), (write, f"Write {shown_path}")):
+        assert each["title"] == title
+        assert [loc["path"] for loc in each["locations"]] == [shown_path]
+    [diff] = edit["content"]
+    assert diff["changes"] == [{"operation": "modify", "path": shown_path}]
+    assert "-needle-e2e\n+edited-e2e\n" in diff["patch"]["text"]
+    assert new["title"] == f"Write {root}/{NEW}"
+
+    sent = json.dumps([r.body for r in llm.requests])
+    assert json.dumps(f"{FILE}:1:needle-e2e")[1:-1] in sent  # the model was shown the escaped name
+    assert json.dumps(f"Edited {shown_path} (+1 -1)")[1:-1] in sent
+
+    # Replayed from the store: the same calls, named the same way, to a v1 and a v2 client.
+    for replayed in (tool_calls(loaded), tool_calls(resumed)):
+        assert set(replayed) == set(live)  # (order: the search calls ran side by side)
+        for call_id, call_seen in live.items():
+            assert _seen(replayed[call_id]) == _seen(call_seen), call_id
+    [v1_diff] = tool_calls(loaded)[edit["toolCallId"]]["content"]
+    assert v1_diff["path"] == shown_path and v1_diff["newText"] == "edited-e2e\n"
