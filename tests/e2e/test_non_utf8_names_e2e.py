@@ -5,7 +5,8 @@ The workspace holds `names-\\xe9/caf\\xe9.txt` (Latin-1 bytes). The model finds 
 list_dir, which show it escaped; passes that escaped name back to read_file, edit_file and write_file;
 and the bytes file changes. Every line term2 writes is JSON-RPC with no lone surrogate in it. The session
 is then loaded by a v1 client and resumed from the start by a v2 one, and the replayed calls carry the
-very escaped names the live ones did.
+very escaped names the live ones did. `term2 exec` shows the same form on a terminal and in its JSON
+stream.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.conftest import llm_env
 from tests.e2e.test_tools_e2e import text_of, tool_calls
 from tests.fakes.llm_server import start_fake_llm
 from tests.support.acp_process import AcpProcess, Message, updates
+from tests.support.exec_process import PtyExec, exec_env, run_piped
 
 FIRST_TURN_TIMEOUT = 180.0  # the first prompt of a process imports litellm
 FOLDER = "names-\\xe9"  # as the tools show b"names-\xe9"
@@ -159,3 +161,43 @@ def test_a_non_utf8_name_through_search_read_edit_write_the_store_and_replay(tmp
             assert _seen(replayed[call_id]) == _seen(call_seen), call_id
     [v1_diff] = tool_calls(loaded)[edit["toolCallId"]]["content"]
     assert v1_diff["path"] == shown_path and v1_diff["newText"] == "edited-e2e\n"
+
+
+def test_term2_exec_asks_about_and_shows_a_non_utf8_name_escaped(tmp_path: Path) -> None:
+    """A person is asked about the byte file by its escaped name and allowing it writes that file; a script's
+    JSON stream reads the byte file's text under the escaped name, with no lone surrogate on any line."""
+    root = tmp_path / "project"
+    root.mkdir()
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), "wb") as f:
+        f.write(b"inside\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = os.path.join(os.fsencode(outside), b"caf\xe9.txt")
+    with open(target, "wb") as f:
+        f.write(b"old\n")
+    escaped = f"{outside}/caf\\xe9.txt"
+    home = tmp_path / "term2-home"
+    with start_fake_llm() as llm:
+        env = exec_env(home, llm_env(llm))
+        llm.push({"tool_calls": [call("write_file", path=escaped, content="new\n")]}, {"text": "finished"})
+        proc = PtyExec(["edit the notes"], env, root)
+        try:
+            proc.expect("choose 1-4", timeout=FIRST_TURN_TIMEOUT)
+            assert f"Allow editing {escaped}?" in proc.text()
+            proc.send(b"1\n")
+            assert proc.wait() == 0
+        finally:
+            proc.kill()
+        assert f"✓ edit    Write {escaped}  completed" in proc.text()
+        with open(target, "rb") as f:
+            assert f.read() == b"new\n"
+
+        llm.push({"tool_calls": [call("read_file", path="caf\\xe9.txt")]}, {"text": "read"})
+        ran = run_piped(["--json", "read it"], env, root)
+    assert ran.status == 0, ran.stderr[-3000:]
+    assert "\\udc" not in ran.stdout.lower()
+    lines = [json.loads(line) for line in ran.stdout.splitlines()]
+    calls = [line["update"] for line in lines if line["type"] == "update" and "toolCallId" in line["update"]]
+    final = {key: value for update in calls for key, value in update.items()}
+    assert final["title"] == f"Read {os.path.realpath(root)}/caf\\xe9.txt" and final["status"] == "completed"
+    assert text_of(final) == "     1\tinside\n"
