@@ -23,6 +23,7 @@ import anyio
 import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox, Script, ScriptedSandbox
+from term2.adapters.store.codec import decode_entry, encode_entry
 from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.run_code_program import launcher_command
 from term2.domain.approval import Choice
@@ -455,3 +456,30 @@ async def test_the_bridge_fd_is_the_only_extra_descriptor_and_is_not_in_the_envi
 
     assert "sockets 1" in run.output, run.result
     assert "env False" in run.output
+
+
+async def test_a_program_passes_names_that_are_not_utf8_back_to_the_tools(real: Harness) -> None:
+    """A name from os.listdir (a lone surrogate, sent as JSON's `\\udce9`) is its bytes; the escaped name
+    list_dir shows reaches the same file; every nested call is recorded as text the store keeps."""
+    target = os.path.join(os.fsencode(real.root), b"caf\xe9.txt")
+    with open(target, "wb") as f:
+        f.write(b"bytes name\n")
+    source = (
+        "import os\n"
+        "[name] = [n for n in os.listdir('.') if n.startswith('caf')]\n"
+        "print('read:', tools.read_file(path=name).strip())\n"
+        "[shown] = [line for line in tools.list_dir().splitlines() if line.startswith('caf')]\n"
+        "print('shown:', shown)\n"
+        "tools.edit_file(path=shown, old_string='bytes', new_string='edited')\n"
+    )
+    run = await real.run(Case(source, sim_read))
+
+    assert "read: 1\tbytes name" in run.output, run.result
+    assert "shown: caf\\xe9.txt" in run.output
+    with open(target, "rb") as f:
+        assert f.read() == b"edited name\n"
+    nested = [c for c in run.calls if c.tool_call_id != PARENT and c.status is ToolStatus.COMPLETED]
+    titles = [c.title for c in nested]
+    assert f"Read {real.root}/caf\\xe9.txt" in titles and f"Edit {real.root}/caf\\xe9.txt" in titles
+    for entry in run.records:
+        assert decode_entry(encode_entry(entry)) == entry
