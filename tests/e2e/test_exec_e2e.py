@@ -2,8 +2,10 @@
 
 A person's view goes through a pseudo-terminal (rendering, approvals typed on
 it, Ctrl-C as the key press); a script's through pipes (the final answer, the
-JSON stream, exit statuses, approvals refused without a terminal). Sessions
-are shared with the real `term2 acp` both ways, through one TERM2_HOME.
+JSON stream, exit statuses, approvals refused without a terminal); a pipeline
+typed at a shell through pipes with the pty as the controlling terminal only
+(approvals asked on /dev/tty). Sessions are shared with the real `term2 acp`
+both ways, through one TERM2_HOME.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess, updates
-from tests.support.exec_process import PtyExec, Ran, exec_env, run_piped, start_piped
+from tests.support.exec_process import PipedAtTerminal, PtyExec, Ran, exec_env, run_piped, start_piped
 from tests.support.schemas import check_definition
 
 EDIT_OPTIONS = [
@@ -40,6 +42,7 @@ class Setup:
     root: Path
     llm: FakeLLMServer
     ptys: list[PtyExec]
+    pipelines: list[PipedAtTerminal] = field(default_factory=list)
 
     @property
     def home(self) -> Path:
@@ -54,6 +57,11 @@ class Setup:
     def pty(self, *args: str) -> PtyExec:
         proc = PtyExec(list(args), self.env(), self.root)
         self.ptys.append(proc)
+        return proc
+
+    def at_terminal(self, *args: str, stdin: str, view_on_terminal: bool = False) -> PipedAtTerminal:
+        proc = PipedAtTerminal(list(args), self.env(), self.root, stdin, view_on_terminal=view_on_terminal)
+        self.pipelines.append(proc)
         return proc
 
     def outside_file(self, text: str = "old\n") -> Path:
@@ -77,6 +85,8 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
         yield made
         for proc in made.ptys:
             proc.kill()
+        for pipeline in made.pipelines:
+            pipeline.kill()
 
 
 def write_call(path: Path, content: str) -> dict[str, Any]:
@@ -117,9 +127,7 @@ def test_a_text_turn_is_streamed_then_drawn_as_markdown_on_a_terminal(setup: Set
 
 
 @pytest.mark.parametrize(("answer", "written", "mark"), [("1", "new\n", "✓"), ("4", "old\n", "✗")])
-def test_an_approval_is_asked_and_answered_on_the_terminal(
-    setup: Setup, answer: str, written: str, mark: str
-) -> None:
+def test_an_approval_is_asked_and_answered_on_the_terminal(setup: Setup, answer: str, written: str, mark: str) -> None:
     target = setup.outside_file()
     setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "finished"})
     proc = setup.pty("edit the notes")
@@ -164,6 +172,88 @@ def test_ctrl_c_while_a_question_waits_cancels_the_turn_and_writes_nothing(setup
     assert "── cancelled" in proc.text()
     assert target.read_text() == "old\n"
     assert len(setup.llm.requests) == 1  # the model was not asked again
+
+
+# --- a pipeline typed at a shell: the prompt piped, the person at the controlling terminal ---
+
+needs_bwrap = pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="run_shell needs /usr/bin/bwrap")
+
+# Leaves a mark, lists the descriptors the sandboxed command holds and tries the terminal the user answers on.
+PROBE = "touch ran.txt; ls -l /proc/self/fd/; cat /dev/tty || echo no terminal here"
+SHELL_OPTIONS = ["1) Allow once", "2) Allow for this folder (session)", "3) Reject"]
+
+
+def shell_call(command: str) -> dict[str, Any]:
+    return {"name": "run_shell", "arguments": {"command": command}}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("json_mode", [False, True], ids=["final-text", "json"])
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_a_piped_prompt_is_approved_on_the_controlling_terminal_and_stdout_stays_clean(
+    setup: Setup, answer: str, json_mode: bool
+) -> None:
+    setup.llm.push({"tool_calls": [shell_call(PROBE)]}, {"text": "finished"})
+    args = ["--json", "-"] if json_mode else ["-"]
+    proc = setup.at_terminal(*args, stdin="fix the tests\n")
+    proc.expect("choose 1-3")
+    asked = proc.text()
+    assert f"? Allow running `{PROBE}`" in asked and f"$ {PROBE}" in asked, asked
+    assert all(option in asked for option in SHELL_OPTIONS), asked
+    assert not (setup.root / "ran.txt").exists()  # nothing runs before the answer
+    proc.send(answer.encode() + b"\n")
+    assert proc.wait() == 0, proc.stderr
+    assert (setup.root / "ran.txt").exists() is (answer == "y")
+    # stdout holds exactly what it held before there was a terminal to ask on; the question is not in it
+    if json_mode:
+        assert result_of(proc.stdout)["stopReason"] == "end_turn"
+        calls = [o["update"] for o in json_lines(proc.stdout) if o["type"] == "update"]
+        statuses = [u.get("status") for u in calls if u["sessionUpdate"] == "tool_call_update"]
+        assert statuses[-1] == ("completed" if answer == "y" else "failed"), statuses
+    else:
+        assert proc.stdout == "finished\n"
+    assert "choose" not in proc.stdout + proc.stderr and "refused without asking" not in proc.stderr
+    sent = setup.said_to_model()
+    if answer == "y":  # the sandboxed command holds no descriptor of the terminal and cannot open it
+        assert "/dev/pts" not in sent and "cat: /dev/tty:" in sent and "no terminal here" in sent, sent[-2000:]
+    else:
+        assert "cat: /dev/tty" not in sent, sent[-2000:]
+
+
+@needs_bwrap
+def test_with_the_view_on_the_terminal_the_question_is_drawn_there_and_answered_from_dev_tty(setup: Setup) -> None:
+    setup.llm.push({"tool_calls": [shell_call("touch ran.txt")]}, {"text": "reviewed"})
+    proc = setup.at_terminal("review this", stdin="diff --git a/x b/x\n", view_on_terminal=True)
+    proc.expect("choose 1-3")
+    assert "? Allow running `touch ran.txt`" in proc.text()
+    proc.send(b"1\n")
+    assert proc.wait() == 0, proc.stderr
+    assert (setup.root / "ran.txt").exists()
+    shown = proc.text()
+    assert "reviewed" in shown and "── end turn · " in shown  # the rich view drew the turn on the terminal
+    assert "refused without asking" not in proc.stderr
+
+
+def test_ctrl_c_while_a_question_waits_on_dev_tty_cancels_the_turn(setup: Setup) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"tool_calls": [write_call(target, "new\n")]})
+    proc = setup.at_terminal("-", stdin="edit the notes\n")
+    proc.expect("choose 1-4")
+    proc.send(b"\x03")  # the line discipline sends SIGINT to the foreground group, as the key does
+    assert proc.wait() == 130
+    assert target.read_text() == "old\n"
+    assert len(setup.llm.requests) == 1  # the model was not asked again
+    assert "cancelling the turn" in proc.stderr
+
+
+def test_a_piped_prompt_without_a_controlling_terminal_fails_closed_as_before(setup: Setup) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "I could not."})
+    ran = setup.piped("-", stdin="edit the notes\n")  # its own session, no terminal anywhere
+    assert ran.status == 0
+    assert target.read_text() == "old\n"
+    assert f"term2: refused without asking (no terminal to ask on): Allow editing {target}?" in ran.stderr
+    assert ran.stdout == "I could not.\n"
 
 
 # --- a script ----------------------------------------------------------------------
@@ -247,8 +337,12 @@ TURN_ENDINGS = [
     ({"text": "all good"}, {}, 0, "end_turn"),
     ({"text": "I will not", "finish": "content_filter"}, {}, 3, "refusal"),
     ({"text": "cut sh", "finish": "length"}, {}, 4, "max_tokens"),
-    ({"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}, {"TERM2_MAX_TURN_REQUESTS": "1"}, 5,
-     "max_turn_requests"),
+    (
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+        {"TERM2_MAX_TURN_REQUESTS": "1"},
+        5,
+        "max_turn_requests",
+    ),
     ({"status": 401}, {}, 1, "error"),
 ]
 

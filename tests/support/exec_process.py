@@ -2,7 +2,11 @@
 
 On the pseudo-terminal the child is a session leader with the pty as its
 controlling terminal, so writing Ctrl-C (\\x03) to it makes the line
-discipline send SIGINT, exactly as a key press does.
+discipline send SIGINT, exactly as a key press does. `PipedAtTerminal` is a
+pipeline typed at a shell (`echo "fix it" | term2 exec -`): stdin and stdout
+are pipes and the pty is only the controlling terminal. The piped runners
+start the child in a session of its own, so it has no controlling terminal
+at all (as under cron or CI) even when pytest runs from one.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import fcntl
 import os
 import pty
 import re
+import select
 import signal
 import struct
 import subprocess
@@ -20,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\r")
 
@@ -49,9 +55,7 @@ class Ran:
     stderr: str
 
 
-def run_piped(
-    args: list[str], env: dict[str, str], cwd: Path, stdin: str = "", timeout: float = 60.0
-) -> Ran:
+def run_piped(args: list[str], env: dict[str, str], cwd: Path, stdin: str = "", timeout: float = 60.0) -> Ran:
     """`term2 exec ARGS` with stdin, stdout and stderr all pipes: no terminal anywhere."""
     done = subprocess.run(
         [sys.executable, "-m", "term2", "exec", *args],
@@ -61,6 +65,7 @@ def run_piped(
         cwd=cwd,
         timeout=timeout,
         check=False,
+        start_new_session=True,  # no controlling terminal: no /dev/tty to ask on
     )
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
 
@@ -73,6 +78,7 @@ def start_piped(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.P
         stderr=subprocess.PIPE,
         env=env,
         cwd=cwd,
+        start_new_session=True,  # no controlling terminal: no /dev/tty to ask on
     )
 
 
@@ -156,3 +162,130 @@ class PtyExec:
             os.close(self.fd)
         except OSError:
             pass
+
+
+# Run in the child before term2: take the pty named by argv[1] as the controlling terminal of the new
+# session through a descriptor closed at exec, then become term2. After it the terminal is reachable only
+# by opening /dev/tty; stdin, stdout and stderr are whatever the parent gave.
+TAKE_TERMINAL = """
+import fcntl, os, sys, termios
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+os.execv(sys.executable, [sys.executable, "-m", "term2", "exec", *sys.argv[2:]])
+"""
+
+
+class PipedAtTerminal:
+    """`term2 exec ARGS` fed `stdin` through a pipe while a pseudo-terminal is its controlling terminal.
+
+    stdout is a pipe (`.stdout`), or the terminal itself with `view_on_terminal`
+    (the rich view draws there); stderr is a pipe (`.stderr`). What is drawn on
+    the terminal is kept in `.output`; `.send` types on it. The master is read
+    only while `expect` or `wait` run: the exchanges are small.
+    """
+
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        stdin: str,
+        *,
+        view_on_terminal: bool = False,
+        rows: int = 40,
+        cols: int = 120,
+    ) -> None:
+        self.fd, self._slave = pty.openpty()  # the parent keeps a slave open, so reading the master never hits EIO
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.set_blocking(self.fd, False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", TAKE_TERMINAL, os.ttyname(self._slave), *args],
+            stdin=subprocess.PIPE,
+            stdout=self._slave if view_on_terminal else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(stdin.encode())
+        self.proc.stdin.close()
+        self.output = b""
+        self._out: list[bytes] = []
+        self._err: list[bytes] = []
+        self._pumps = [
+            threading.Thread(target=_pump, args=(stream, into), daemon=True)
+            for stream, into in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))
+            if stream is not None
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    @property
+    def stdout(self) -> str:
+        return b"".join(self._out).decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._err).decode("utf-8", "replace")
+
+    def _drain(self, wait: float) -> None:
+        while select.select([self.fd], [], [], wait)[0]:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            self.output += data
+            wait = 0.0
+
+    def text(self) -> str:
+        """What was drawn on the terminal, without colours and cursor movements."""
+        return ANSI.sub(b"", self.output).decode("utf-8", "replace")
+
+    def expect(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} never appeared; the terminal shows:\n{self.text()[-3000:]}")
+            if self.proc.poll() is not None:
+                self._drain(0.2)
+                if needle in self.text():
+                    return
+                raise AssertionError(
+                    f"term2 exited ({self.proc.returncode}) before {needle!r}; terminal:\n{self.text()[-3000:]}\n"
+                    f"stderr:\n{self.stderr[-3000:]}"
+                )
+            self._drain(0.05)
+
+    def send(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"term2 exec did not exit; the terminal shows:\n{self.text()[-3000:]}")
+            self._drain(0.05)
+        self._drain(0.2)
+        for pump in self._pumps:
+            pump.join(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self.fd, self._slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fd = self._slave = -1
+
+
+def _pump(stream: IO[bytes], into: list[bytes]) -> None:
+    while chunk := os.read(stream.fileno(), 65536):
+        into.append(chunk)

@@ -4,9 +4,11 @@ Only a terminal can approve. `TerminalApprover` shows what is asked (the
 title, why, the command or the proposed diff) and the options the gate
 offered, numbered, and waits for a line; only a number (or `y`, the first
 allow, or `n`, reject) naming an offered option counts, anything else asks
-again, and the end of input denies. `NoTerminalApprover`, used when no
-terminal is attached, denies every request and says so on stderr: there is
-no flag that answers for the user (ADR 0029).
+again, and the end of input denies. The terminal is stdin when it is one,
+else the controlling terminal opened by name (`ControllingTerminal`, as git,
+ssh and sudo ask when a pipe feeds them). `NoTerminalApprover`, used when
+neither exists, denies every request and says so on stderr: there is no flag
+that answers for the user (ADR 0029).
 """
 
 from __future__ import annotations
@@ -38,6 +40,41 @@ SHORTCUTS = {
 class LineSource(Protocol):
     async def readline(self) -> str | None:
         """The next line typed, without its end; None when input has ended."""
+
+
+CONTROLLING_TERMINAL = "/dev/tty"
+
+
+class ControllingTerminal:
+    """The process's controlling terminal, opened by name so a person can answer while stdin is a pipe.
+
+    Opened read-write with `O_NOCTTY` (it must never become a controlling
+    terminal by accident) and `O_CLOEXEC`, so no child (and no sandboxed
+    command, which also runs in a session of its own) inherits it. Without a
+    controlling terminal the open fails (ENXIO, or ENOENT/EACCES/ENODEV in a
+    bare container) and there is no one to ask.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.file = os.fdopen(fd, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+
+    @classmethod
+    def open(cls, path: str = CONTROLLING_TERMINAL) -> ControllingTerminal | None:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        if not os.isatty(fd):
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def close(self) -> None:
+        try:
+            self.file.close()  # flushes; the fd itself is closed below (closefd=False)
+        finally:
+            os.close(self.fd)
 
 
 class FdLines:

@@ -8,8 +8,10 @@ finished things. Thinking is dimmed, and shown only with `--verbose`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -37,6 +39,19 @@ REFRESH_PER_SECOND = 8
 def terminal_console(*, stderr: bool = False) -> Console:
     """The console a turn or a question is drawn on (stdout's terminal, or stderr's for the script modes)."""
     return Console(stderr=stderr, highlight=False)
+
+
+def tty_console(file: TextIO, fd: int) -> Console:
+    """A console on the controlling terminal: questions asked there while stdout and stderr may be pipes.
+
+    rich measures stdin, stdout and stderr for its width, none of which may be
+    this terminal, so its size is read from the terminal's own fd.
+    """
+    try:
+        width, height = os.get_terminal_size(fd)
+    except OSError:
+        width, height = 0, 0
+    return Console(file=file, highlight=False, width=width or None, height=height or None)
 
 
 def tail(text: str, width: int, height: int) -> str:

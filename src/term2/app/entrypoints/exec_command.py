@@ -2,9 +2,11 @@
 
 The root picks how the turn is shown from what stdout is: a terminal gets
 the rich view, `--json` the update stream, anything else the final answer
-alone; and who may approve from what stdin is (a terminal, or no one). For
-the two script modes, fd 1 is made an alias of stderr and the output goes to
-a private copy of it, so a library printing to stdout cannot corrupt what a
+alone; and who may approve from where a person can type: stdin when it is a
+terminal the prompt was not read from, else the controlling terminal
+(`/dev/tty`, as git, ssh and sudo ask while a pipe feeds them), else no one.
+For the two script modes, fd 1 is made an alias of stderr and the output goes
+to a private copy of it, so a library printing to stdout cannot corrupt what a
 script parses (as for `term2 acp`). Every refusal before the turn exits 2 with
 a line on stderr and nothing on stdout.
 """
@@ -24,6 +26,7 @@ from term2.adapters.terminal import exit_status
 from term2.app.config import AcpArgs, ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
+    from term2.adapters.terminal.approver import ControllingTerminal
     from term2.adapters.terminal.exec_turn import ExecRequest
     from term2.adapters.terminal.view import ExecView
     from term2.ports.approval import Approver
@@ -97,9 +100,15 @@ def _script_stdout() -> TextIO:
     return os.fdopen(fd, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
 
 
-def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approver]:
-    """The view and the approver for this process's stdio; only a terminal on stdin can approve."""
-    from term2.adapters.terminal.approver import FdLines, NoTerminalApprover, TerminalApprover
+def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approver, ControllingTerminal | None]:
+    """The view, the approver, and the controlling terminal opened for it (the caller closes it at exit).
+
+    Answers come from stdin when it is a terminal not spent on the prompt;
+    otherwise from `/dev/tty`, whose question is drawn where the rich view
+    draws or, in the script modes, on that terminal itself (never on stdout,
+    which a script parses). With neither, every approval is refused.
+    """
+    from term2.adapters.terminal.approver import ControllingTerminal, FdLines, NoTerminalApprover, TerminalApprover
 
     if not options.json and sys.stdout.isatty():
         from term2.adapters.terminal.console_view import ConsoleView, terminal_console
@@ -107,8 +116,11 @@ def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approv
         console = terminal_console()
         view = ConsoleView(console, verbose=options.verbose)
         if stdin_answers:
-            return view, TerminalApprover(console, FdLines(sys.stdin.fileno()), view.paused)
-        return view, NoTerminalApprover(sys.stderr)
+            return view, TerminalApprover(console, FdLines(sys.stdin.fileno()), view.paused), None
+        tty = ControllingTerminal.open()
+        if tty is not None:
+            return view, TerminalApprover(console, FdLines(tty.fd), view.paused), tty
+        return view, NoTerminalApprover(sys.stderr), None
     out = _script_stdout()
     script_view: ExecView
     if options.json:
@@ -124,8 +136,13 @@ def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approv
     if stdin_answers and sys.stderr.isatty():
         from term2.adapters.terminal.console_view import terminal_console
 
-        return script_view, TerminalApprover(terminal_console(stderr=True), FdLines(sys.stdin.fileno()))
-    return script_view, NoTerminalApprover(sys.stderr)
+        return script_view, TerminalApprover(terminal_console(stderr=True), FdLines(sys.stdin.fileno())), None
+    tty = ControllingTerminal.open()
+    if tty is not None:
+        from term2.adapters.terminal.console_view import tty_console
+
+        return script_view, TerminalApprover(tty_console(tty.file, tty.fd), FdLines(tty.fd)), tty
+    return script_view, NoTerminalApprover(sys.stderr), None
 
 
 def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
@@ -138,11 +155,14 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
     configure_logging(log_level(settings, options, env))
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
     request = ExecRequest(prompt, cwd, resume=options.resume, newest=options.newest)
-    view, approver = compose(options, stdin_answers)
+    view, approver, tty = compose(options, stdin_answers)
     try:
         status = anyio.run(_exec, settings, env, request, view, approver, backend="asyncio")
     except KeyboardInterrupt:  # before the turn could take Ctrl-C over: nothing ran
         status = exit_status.CANCELLED
+    finally:
+        if tty is not None:  # the paths that leave through exit_now mid-turn are closed by the kernel
+            tty.close()
     exit_now(status)
 
 
