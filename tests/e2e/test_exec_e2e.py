@@ -59,8 +59,12 @@ class Setup:
         self.ptys.append(proc)
         return proc
 
-    def at_terminal(self, *args: str, stdin: str, view_on_terminal: bool = False) -> PipedAtTerminal:
-        proc = PipedAtTerminal(list(args), self.env(), self.root, stdin, view_on_terminal=view_on_terminal)
+    def at_terminal(
+        self, *args: str, stdin: str, view_on_terminal: bool = False, typed_ahead: bytes = b""
+    ) -> PipedAtTerminal:
+        proc = PipedAtTerminal(
+            list(args), self.env(), self.root, stdin, view_on_terminal=view_on_terminal, typed_ahead=typed_ahead
+        )
         self.pipelines.append(proc)
         return proc
 
@@ -232,6 +236,18 @@ def test_with_the_view_on_the_terminal_the_question_is_drawn_there_and_answered_
     shown = proc.text()
     assert "reviewed" in shown and "── end turn · " in shown  # the rich view drew the turn on the terminal
     assert "refused without asking" not in proc.stderr
+
+
+@needs_bwrap
+def test_keys_typed_before_the_question_do_not_answer_it(setup: Setup) -> None:
+    setup.llm.push({"tool_calls": [shell_call("touch ran.txt")]}, {"text": "finished"})
+    proc = setup.at_terminal("-", stdin="fix the tests\n", typed_ahead=b"y\n")
+    proc.expect("choose 1-3")
+    assert "not one of the options" not in proc.text()
+    proc.send(b"n\n")  # had the early `y` counted, this would answer nothing and the command would have run
+    assert proc.wait() == 0, proc.stderr
+    assert not (setup.root / "ran.txt").exists()
+    assert proc.stdout == "finished\n"
 
 
 def test_ctrl_c_while_a_question_waits_on_dev_tty_cancels_the_turn(setup: Setup) -> None:

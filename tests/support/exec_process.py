@@ -179,7 +179,8 @@ class PipedAtTerminal:
     """`term2 exec ARGS` fed `stdin` through a pipe while a pseudo-terminal is its controlling terminal.
 
     stdout is a pipe (`.stdout`), or the terminal itself with `view_on_terminal`
-    (the rich view draws there); stderr is a pipe (`.stderr`). What is drawn on
+    (the rich view draws there); stderr is a pipe (`.stderr`); `typed_ahead` is
+    typed on the terminal before the child starts. What is drawn on
     the terminal is kept in `.output`; `.send` types on it. The master is read
     only while `expect` or `wait` run: the exchanges are small.
     """
@@ -192,11 +193,14 @@ class PipedAtTerminal:
         stdin: str,
         *,
         view_on_terminal: bool = False,
+        typed_ahead: bytes = b"",
         rows: int = 40,
         cols: int = 120,
     ) -> None:
         self.fd, self._slave = pty.openpty()  # the parent keeps a slave open, so reading the master never hits EIO
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        if typed_ahead:  # keys pressed before term2 even starts: they wait in the terminal's input queue
+            os.write(self.fd, typed_ahead)
         os.set_blocking(self.fd, False)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", TAKE_TERMINAL, os.ttyname(self._slave), *args],

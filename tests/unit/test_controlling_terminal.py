@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,5 +67,22 @@ async def test_questions_are_written_and_answers_read_on_the_same_terminal(pty_p
         os.write(master, b"2\n")
         with anyio.fail_after(10):
             assert await FdLines(tty.fd).readline() == "2"
+    finally:
+        tty.close()
+
+
+@pytest.mark.anyio
+async def test_what_was_typed_before_a_question_is_discarded(pty_pair: tuple[int, str]) -> None:
+    master, name = pty_pair
+    tty = ControllingTerminal.open(name)
+    assert tty is not None
+    try:
+        lines = FdLines(tty.fd)
+        os.write(master, b"1\n")  # typed while the turn ran, before anything was asked
+        time.sleep(0.1)  # the pty hands it to the line discipline
+        lines.discard_typed_ahead()
+        os.write(master, b"3\n")
+        with anyio.fail_after(10):
+            assert await lines.readline() == "3"
     finally:
         tty.close()

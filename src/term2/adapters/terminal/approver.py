@@ -3,8 +3,9 @@
 Only a terminal can approve. `TerminalApprover` shows what is asked (the
 title, why, the command or the proposed diff) and the options the gate
 offered, numbered, and waits for a line; only a number (or `y`, the first
-allow, or `n`, reject) naming an offered option counts, anything else asks
-again, and the end of input denies. The terminal is stdin when it is one,
+allow, or `n`, reject) naming an offered option counts, anything typed before
+the question was shown is discarded, anything else asks again, and the end of
+input denies. The terminal is stdin when it is one,
 else the controlling terminal opened by name (`ControllingTerminal`, as git,
 ssh and sudo ask when a pipe feeds them). `NoTerminalApprover`, used when
 neither exists, denies every request and says so on stderr: there is no flag
@@ -14,6 +15,7 @@ that answers for the user (ADR 0029).
 from __future__ import annotations
 
 import os
+import termios
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol, TextIO
@@ -97,6 +99,15 @@ class FdLines:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line.decode("utf-8", "replace").rstrip("\r")
 
+    def discard_typed_ahead(self) -> None:
+        """Forget what was typed before a question is shown: a `y` typed earlier must not answer it."""
+        self._buffer = b""
+        if os.isatty(self._fd):
+            try:
+                termios.tcflush(self._fd, termios.TCIFLUSH)
+            except termios.error:
+                pass
+
 
 def question(request: ApprovalRequest) -> RenderableType:
     """What the user is asked: the title, why, the command or the diff, and the numbered options."""
@@ -129,10 +140,12 @@ class TerminalApprover:
         console: Console,
         lines: LineSource,
         hold: Callable[[], AbstractContextManager[None]] = nullcontext,
+        discard_typed_ahead: Callable[[], None] = lambda: None,
     ) -> None:
         self._console = console
         self._lines = lines
         self._hold = hold  # clears the live drawing while a question waits
+        self._discard_typed_ahead = discard_typed_ahead  # before each question is shown, never after
         self._one_at_a_time = anyio.Lock()
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -140,6 +153,7 @@ class TerminalApprover:
             return ApprovalDecision(None, "no_interaction")
         async with self._one_at_a_time:
             with self._hold():
+                self._discard_typed_ahead()
                 self._console.print(question(request))
                 while True:
                     self._console.print(Text(f"  choose 1-{len(request.options)} (y/n): ", style="bold"), end="")
@@ -154,6 +168,14 @@ class TerminalApprover:
         if option.choice is Choice.REJECT:
             return ApprovalDecision(None, "rejected")
         return ApprovalDecision(option.choice)
+
+
+def asking_on(
+    console: Console, fd: int, hold: Callable[[], AbstractContextManager[None]] = nullcontext
+) -> TerminalApprover:
+    """Questions drawn on `console`, answered by lines typed on the terminal `fd`."""
+    lines = FdLines(fd)
+    return TerminalApprover(console, lines, hold, lines.discard_typed_ahead)
 
 
 class NoTerminalApprover:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
@@ -27,6 +28,7 @@ from term2.app.config import AcpArgs, ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
     from term2.adapters.terminal.approver import ControllingTerminal
+    from term2.adapters.terminal.console_view import ConsoleView
     from term2.adapters.terminal.exec_turn import ExecRequest
     from term2.adapters.terminal.view import ExecView
     from term2.ports.approval import Approver
@@ -108,41 +110,38 @@ def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approv
     draws or, in the script modes, on that terminal itself (never on stdout,
     which a script parses). With neither, every approval is refused.
     """
-    from term2.adapters.terminal.approver import ControllingTerminal, FdLines, NoTerminalApprover, TerminalApprover
+    from term2.adapters.terminal.approver import ControllingTerminal, NoTerminalApprover, asking_on
+    from term2.adapters.terminal.console_view import terminal_console, tty_console
 
+    view, drawn = _view(options)
+    hold = drawn.paused if drawn is not None else nullcontext  # the live area is held off while a question waits
+    if stdin_answers and (drawn is not None or sys.stderr.isatty()):
+        console = drawn.console if drawn is not None else terminal_console(stderr=True)
+        return view, asking_on(console, sys.stdin.fileno(), hold), None
+    tty = ControllingTerminal.open()
+    if tty is not None:
+        console = drawn.console if drawn is not None else tty_console(tty.file, tty.fd)
+        return view, asking_on(console, tty.fd, hold), tty
+    return view, NoTerminalApprover(sys.stderr), None
+
+
+def _view(options: ExecOptions) -> tuple[ExecView, ConsoleView | None]:
+    """How the turn is shown, and the rich view when it draws on stdout's terminal."""
     if not options.json and sys.stdout.isatty():
         from term2.adapters.terminal.console_view import ConsoleView, terminal_console
 
-        console = terminal_console()
-        view = ConsoleView(console, verbose=options.verbose)
-        if stdin_answers:
-            return view, TerminalApprover(console, FdLines(sys.stdin.fileno()), view.paused), None
-        tty = ControllingTerminal.open()
-        if tty is not None:
-            return view, TerminalApprover(console, FdLines(tty.fd), view.paused), tty
-        return view, NoTerminalApprover(sys.stderr), None
+        view = ConsoleView(terminal_console(), verbose=options.verbose)
+        return view, view
     out = _script_stdout()
-    script_view: ExecView
     if options.json:
         from term2.adapters.acp.wire_common import turn_usage
         from term2.adapters.acp.wire_v2 import V2Renderer
         from term2.adapters.terminal.json_lines import JsonLinesView
 
-        script_view = JsonLinesView(out, V2Renderer().render, sys.stderr, turn_usage)
-    else:
-        from term2.adapters.terminal.final_text import FinalTextView
+        return JsonLinesView(out, V2Renderer().render, sys.stderr, turn_usage), None
+    from term2.adapters.terminal.final_text import FinalTextView
 
-        script_view = FinalTextView(out, sys.stderr)
-    if stdin_answers and sys.stderr.isatty():
-        from term2.adapters.terminal.console_view import terminal_console
-
-        return script_view, TerminalApprover(terminal_console(stderr=True), FdLines(sys.stdin.fileno())), None
-    tty = ControllingTerminal.open()
-    if tty is not None:
-        from term2.adapters.terminal.console_view import tty_console
-
-        return script_view, TerminalApprover(tty_console(tty.file, tty.fd), FdLines(tty.fd)), tty
-    return script_view, NoTerminalApprover(sys.stderr), None
+    return FinalTextView(out, sys.stderr), None
 
 
 def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
