@@ -5,11 +5,11 @@ title, why, the command or the proposed diff) and the options the gate
 offered, numbered, and waits for a line; only a number (or `y`, the first
 allow, or `n`, reject) naming an offered option counts, anything typed before
 the question was shown is discarded, anything else asks again, and the end of
-input denies. The terminal is stdin when it is one,
-else the controlling terminal opened by name (`ControllingTerminal`, as git,
-ssh and sudo ask when a pipe feeds them). `NoTerminalApprover`, used when
-neither exists, denies every request and says so on stderr: there is no flag
-that answers for the user (ADR 0029).
+input denies. The terminal is stdin when it is one, else the controlling
+terminal opened by name (`ControllingTerminal`, as git, ssh and sudo ask when a
+pipe feeds them). `NoTerminalApprover`, used when neither exists, denies every
+request and says so on stderr: there is no flag that answers for the user
+(ADR 0029).
 """
 
 from __future__ import annotations
@@ -73,8 +73,11 @@ class ControllingTerminal:
         return cls(fd)
 
     def close(self) -> None:
+        """Flush and close; a terminal gone meanwhile (hung up) must not change how term2 exits."""
         try:
             self.file.close()  # flushes; the fd itself is closed below (closefd=False)
+        except OSError:
+            pass
         finally:
             os.close(self.fd)
 
