@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from typing import Any
+
+from term2.adapters.sandbox.folder_watch import Change, EventsLost, Unwatchable
 
 IN_ATTRIB = 0x00000004
 IN_MOVED_FROM = 0x00000040
@@ -62,16 +63,6 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _READ_SIZE = 1 << 16
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    wd: int
-    mask: int
-
-
-class Unwatchable(Exception):
-    """No inotify here (no libc symbol, no instance left, no watch left): walk in full instead."""
-
-
 def _libc() -> Any:
     import ctypes  # here, not at import: the sandbox adapter stays cheap to import
 
@@ -80,7 +71,13 @@ def _libc() -> Any:
 
 
 class Inotify:
-    """One inotify instance: a non-blocking descriptor, watches added through open folder descriptors."""
+    """One inotify instance: a non-blocking descriptor, watches added through open folder descriptors.
+
+    A ``Watcher`` (``folder_watch``) whose keys are watch descriptors: the same inode watched twice
+    (a folder bind-mounted at two places of the tree) has one.
+    """
+
+    kind = "inotify"
 
     def __init__(self) -> None:
         try:
@@ -92,7 +89,7 @@ class Inotify:
             raise Unwatchable(f"no inotify instance: {os.strerror(self._ctypes.get_errno())}")
         self.fd: int | None = fd
 
-    def watch(self, folder_fd: int) -> int:
+    def watch(self, folder_fd: int, st: os.stat_result | None = None) -> int:
         """Watch the folder behind ``folder_fd``: through its /proc magic link, so the very inode that
         was opened (with O_NOFOLLOW, relative to its parent) is watched, never what a path names now."""
         wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{folder_fd}".encode(), FOLDER_EVENTS)
@@ -100,23 +97,27 @@ class Inotify:
             raise Unwatchable(f"inotify watch refused: {os.strerror(self._ctypes.get_errno())}")
         return int(wd)
 
-    def unwatch(self, wd: int) -> None:
-        self._libc.inotify_rm_watch(self.fd, wd)  # already gone with its inode: nothing to do
+    def unwatch(self, key: object) -> None:
+        self._libc.inotify_rm_watch(self.fd, key)  # already gone with its inode: nothing to do
 
-    def read(self) -> list[Event]:
-        """Every event queued so far; never blocks."""
-        events: list[Event] = []
+    def read(self) -> list[Change]:
+        """Every change queued so far; never blocks. A queue overflow or a file system unmounted under a
+        watch loses events: EventsLost."""
+        changes: list[Change] = []
         assert self.fd is not None
         while True:
             try:
                 data = os.read(self.fd, _READ_SIZE)
             except BlockingIOError:
-                return events
+                return changes
             offset = 0
             while offset < len(data):
                 wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                events.append(Event(wd, mask))
                 offset += _EVENT.size + length
+                if mask & (IN_Q_OVERFLOW | IN_UNMOUNT):
+                    raise EventsLost("inotify queue overflow" if mask & IN_Q_OVERFLOW else "a file system unmounted")
+                itself = bool(mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                changes.append(Change(wd, itself=itself, lost=bool(mask & IN_IGNORED)))
 
     def close(self) -> None:
         if self.fd is not None:

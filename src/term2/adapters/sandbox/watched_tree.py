@@ -5,8 +5,10 @@ files, git metadata, instruction files and (host-root runs) setid files
 (``tree_scan``). Walking it in full costs ~7 us an entry on a small VM, 3.6 s
 at 500,000 entries. So the first walk of a root builds a tree of folders,
 each opened with ``O_NOFOLLOW`` relative to its parent and watched through
-that descriptor (``inotify``); every later scan reads the kernel's events and
-lists again only the folders they name, in the same way. Nothing is taken
+that descriptor: with one fanotify mark per file system as root (``fanotify``,
+ADR 0033), else one inotify watch per folder (``inotify``). Every later scan
+reads the kernel's events and lists again only the folders they name, in the
+same way. Nothing is taken
 from timestamps: a command can set a folder's or a file's mtime back, but it
 cannot keep the kernel from queueing the event of its change.
 
@@ -20,7 +22,7 @@ Anything out of the ordinary falls back to the full walk, which stays the
 reference: an event queue that overflowed, a watch lost, a folder that is not
 what was listed at its path, more changed folders than a walk is worth, a
 folder on a file system whose changes may bypass this kernel (NFS, FUSE),
-no watches left. A scan that fails forgets the tree, so the next one walks
+term2's mount table changed, no watches left. A scan that fails forgets the tree, so the next one walks
 in full and fails the same way (fail closed). Scans of one root hold its lock.
 """
 
@@ -29,21 +31,14 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 import structlog
 
+from term2.adapters.sandbox.fanotify import Fanotify
 from term2.adapters.sandbox.folder_facts import Facts, list_folder
-from term2.adapters.sandbox.inotify import (
-    IN_DELETE_SELF,
-    IN_IGNORED,
-    IN_MOVE_SELF,
-    IN_Q_OVERFLOW,
-    IN_UNMOUNT,
-    Inotify,
-    Unwatchable,
-    trusted_file_system,
-)
+from term2.adapters.sandbox.folder_watch import EventsLost, MountTable, Unwatchable, Watcher
+from term2.adapters.sandbox.inotify import Inotify, trusted_file_system
 from term2.adapters.sandbox.tree_scan import (
     DIR_FLAGS,
     SCAN_MAX_DEPTH,
@@ -61,16 +56,22 @@ WATCHED_ROOTS = 8  # roots whose walk (and watches) one sandbox keeps; the least
 # opening each from the root.
 REWALK_FOLDERS = 4096
 REWALK_SHARE = 8
+# Tried in this order: fanotify needs CAP_SYS_ADMIN but no watch per folder; inotify works for anyone.
+WATCHERS: tuple[str, ...] = ("fanotify", "inotify")
 
 
 class _Rewalk(Exception):
     """The events do not give a consistent picture: walk the whole tree again."""
 
 
+class _NextWatcher(Exception):
+    """This watcher cannot watch the whole tree (a file system fanotify cannot mark or name): try the next."""
+
+
 class Folder:
     """One folder of the tree as last listed."""
 
-    __slots__ = ("children", "depth", "detached", "facts", "ident", "inode", "name", "parent", "path", "quiet", "wd")
+    __slots__ = ("children", "depth", "detached", "facts", "ident", "inode", "key", "name", "parent", "path", "quiet")
 
     def __init__(self, path: str, parent: Folder | None, name: str, inode: int, quiet: bool) -> None:
         self.path = path
@@ -80,7 +81,7 @@ class Folder:
         self.inode = inode  # as its parent listed it
         self.quiet = quiet
         self.ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the folder opened
-        self.wd: int | None = None
+        self.key: Hashable | None = None  # the watcher's name for it
         self.children: dict[str, Folder] = {}
         self.facts: Facts | None = None
         self.detached = False
@@ -89,10 +90,11 @@ class Folder:
 class WatchedTree:
     """One workspace root's folders, their facts and their watches; see the module docstring.
 
-    ``watch=False`` walks in full on every scan (``tree_scan.scan_tree``).
+    ``watch=False`` walks in full on every scan (``tree_scan.scan_tree``); ``watchers`` are the kinds
+    tried, in order (``WATCHERS``).
     """
 
-    def __init__(self, root: str, *, watch: bool = True) -> None:
+    def __init__(self, root: str, *, watch: bool = True, watchers: tuple[str, ...] = WATCHERS) -> None:
         self.root = root
         self.lock = threading.Lock()
         self._top: Folder | None = None
@@ -100,9 +102,12 @@ class WatchedTree:
         self._entries: dict[Folder, int] = {}
         self._total = 0
         self._notable: set[Folder] = set()
-        self._wds: dict[int, Folder] = {}
-        self._inotify: Inotify | None = None
-        self._unwatchable: str | None = None if watch else "not asked to watch"
+        self._keys: dict[Hashable, list[Folder]] = {}  # a bind mount can show one folder at two places
+        self._watcher: Watcher | None = None
+        self._mounts: MountTable | None = None
+        self._kinds = list(watchers)
+        self._unwatchable: str | None = None if watch and watchers else "not asked to watch"
+        self._logged_kind: str | None = None
         self._listed = 0
         self._limit = SCAN_MAX_ENTRIES
         self.history: deque[int] = deque(maxlen=64)  # folders listed by each scan, for tests and benchmarks
@@ -115,7 +120,7 @@ class WatchedTree:
             self._listed = 0
             self._limit = limit
             try:
-                if self._top is None or self._inotify is None or (setid and not self._setid):
+                if self._top is None or self._watcher is None or (setid and not self._setid):
                     self._walk_all(setid)
                 else:
                     try:
@@ -131,43 +136,72 @@ class WatchedTree:
             self.history.append(self._listed)
             return scan
 
+    @property
+    def watcher(self) -> str | None:
+        """The kind of watcher the tree is kept with now ("fanotify", "inotify"), None when walked in full."""
+        return None if self._watcher is None else self._watcher.kind
+
     def close(self) -> None:
         with self.lock:
             self._forget()
             self._unwatchable = "closed"
 
     def _forget(self) -> None:
-        if self._inotify is not None:
-            self._inotify.close()
-            self._inotify = None
+        self._close_watcher()
         self._top = None
         self._entries.clear()
         self._notable.clear()
-        self._wds.clear()
         self._total = 0
 
+    def _close_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._mounts is not None:
+            self._mounts.close()
+            self._mounts = None
+        self._keys.clear()
+
     def _walk_all(self, setid: bool) -> None:
-        self._forget()
-        self._setid = setid
-        if self._unwatchable is None:
+        while True:
+            self._forget()
+            self._setid = setid
+            self._start_watching()
+            top = Folder(self.root, None, "", 0, False)
+            fd = os.open(self.root, DIR_FLAGS)
+            self._top = top
             try:
-                self._inotify = Inotify()
-            except Unwatchable as exc:
-                self._stop_watching(str(exc))
-        top = Folder(self.root, None, "", 0, False)
-        fd = os.open(self.root, DIR_FLAGS)
-        self._top = top
-        self._walk(top, fd)
+                self._walk(top, fd)
+            except _NextWatcher as exc:
+                _log.info("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
+                del self._kinds[0]
+                continue
+            kind = self.watcher
+            if kind is not None and kind != self._logged_kind:
+                _log.info("sandbox.walks_watched", root=self.root, watcher=kind, folders=len(self._entries))
+                self._logged_kind = kind
+            return
+
+    def _start_watching(self) -> None:
+        """The first watcher of ``self._kinds`` this process can have, before anything is listed."""
+        while self._unwatchable is None and self._kinds:
+            try:
+                self._watcher = Fanotify(self._keys) if self._kinds[0] == "fanotify" else Inotify()
+                self._mounts = MountTable()
+                return
+            except (Unwatchable, OSError) as exc:
+                self._close_watcher()
+                _log.info("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
+                del self._kinds[0]
+        if self._unwatchable is None:
+            self._stop_watching("no watcher left to try")
 
     def _stop_watching(self, why: str) -> None:
         """Walk in full from now on: safe everywhere, only slower."""
         if self._unwatchable is None:
             _log.warning("sandbox.walks_unwatched", root=self.root, reason=why)
         self._unwatchable = why
-        if self._inotify is not None:
-            self._inotify.close()
-            self._inotify = None
-        self._wds.clear()
+        self._close_watcher()
 
     # -- the walk of a subtree ----------------------------------------------------
 
@@ -208,20 +242,27 @@ class WatchedTree:
 
     def _list(self, folder: Folder, fd: int) -> list[str]:
         """Watch, then list, one folder newly met; return its subfolders' names, still to walk."""
-        if self._inotify is not None:  # a full walk every time needs no identities
+        if self._watcher is not None:  # a full walk every time needs no identities
             st = os.fstat(fd)
             folder.ident = (st.st_dev, st.st_ino)
             parent_dev = folder.parent.ident[0] if folder.parent is not None else None
             if st.st_dev != parent_dev and not trusted_file_system(fd):
                 self._stop_watching(f"{folder.path} is on a file system whose changes may bypass this kernel")
-        if self._inotify is not None:
+            else:
+                self._watch(folder, fd, st)
+        return sorted(self._apply(folder, fd), reverse=True)
+
+    def _watch(self, folder: Folder, fd: int, st: os.stat_result) -> None:
+        if self._watcher is not None:
             try:
-                folder.wd = self._inotify.watch(fd)  # before listing: what changes after, an event says
+                key = self._watcher.watch(fd, st)  # before listing: what changes after, an event says
             except Unwatchable as exc:
+                if self._watcher.kind == "fanotify" and len(self._kinds) > 1:
+                    raise _NextWatcher(f"{folder.path}: {exc}") from None
                 self._stop_watching(str(exc))
             else:
-                self._wds[folder.wd] = folder
-        return sorted(self._apply(folder, fd), reverse=True)
+                folder.key = key
+                self._keys.setdefault(key, []).append(folder)
 
     def _apply(self, folder: Folder, fd: int) -> list[str]:
         """List ``folder`` and take in what it now holds; return the subfolders new or replaced, still unlisted."""
@@ -259,31 +300,42 @@ class WatchedTree:
             gone.detached = True
             self._total -= self._entries.pop(gone, 0)
             self._notable.discard(gone)
-            if gone.wd is not None and self._wds.get(gone.wd) is gone:
-                del self._wds[gone.wd]
-                if self._inotify is not None:
-                    self._inotify.unwatch(gone.wd)
+            if gone.key is None:
+                continue
+            shown = self._keys.get(gone.key, [])
+            if gone in shown:
+                shown.remove(gone)
+                if not shown:
+                    del self._keys[gone.key]
+                    if self._watcher is not None:
+                        self._watcher.unwatch(gone.key)
 
     # -- the events ---------------------------------------------------------------
 
     def _refresh(self) -> None:
-        assert self._inotify is not None
+        assert self._watcher is not None and self._mounts is not None
+        if self._mounts.changed():
+            raise _Rewalk  # a mount on, or off, a folder of the tree changes it with no event
         dirty: set[Folder] = {folder for folder in self._notable if folder.facts and folder.facts.head_pending}
         lost: list[Folder] = []
-        for event in self._inotify.read():
-            if event.mask & (IN_Q_OVERFLOW | IN_UNMOUNT):
-                raise _Rewalk
-            folder = self._wds.get(event.wd)
-            if folder is None:
+        try:
+            changes = self._watcher.read()
+        except EventsLost:
+            raise _Rewalk from None
+        for change in changes:
+            folders = self._keys.get(change.key)
+            if folders is None:
                 continue  # a watch let go here: its folder was dropped with its parent's listing
-            if event.mask & IN_IGNORED:
-                del self._wds[event.wd]
-                folder.wd = None
-                lost.append(folder)
-            else:
-                dirty.add(folder)
-            if event.mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) and folder.parent is not None:
-                dirty.add(folder.parent)
+            if change.lost:
+                del self._keys[change.key]
+            for folder in folders:
+                if change.lost:
+                    folder.key = None
+                    lost.append(folder)
+                else:
+                    dirty.add(folder)
+                if change.itself and folder.parent is not None:
+                    dirty.add(folder.parent)
         if len(dirty) > min(REWALK_FOLDERS, max(64, len(self._entries) // REWALK_SHARE)):
             raise _Rewalk
         for folder in sorted(dirty, key=lambda f: f.depth):
@@ -355,8 +407,9 @@ def _subtree(folder: Folder) -> Iterator[Folder]:
 class TreeWatches:
     """The watched trees of one sandbox, by root; the least recently used beyond WATCHED_ROOTS let go."""
 
-    def __init__(self, capacity: int = WATCHED_ROOTS) -> None:
+    def __init__(self, capacity: int = WATCHED_ROOTS, watchers: tuple[str, ...] = WATCHERS) -> None:
         self._capacity = capacity
+        self.watchers = watchers  # for trees made from now on
         self._trees: OrderedDict[str, WatchedTree] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -364,7 +417,7 @@ class TreeWatches:
         with self._lock:
             tree = self._trees.get(root)
             if tree is None:
-                tree = self._trees[root] = WatchedTree(root)
+                tree = self._trees[root] = WatchedTree(root, watchers=self.watchers)
             self._trees.move_to_end(root)
             for old_root, old in list(self._trees.items())[: max(0, len(self._trees) - self._capacity)]:
                 if old.lock.acquire(blocking=False):  # one in use is let go next time
