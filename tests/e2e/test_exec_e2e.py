@@ -262,6 +262,18 @@ def test_ctrl_c_while_a_question_waits_on_dev_tty_cancels_the_turn(setup: Setup)
     assert "cancelling the turn" in proc.stderr
 
 
+def test_a_prompt_typed_on_stdin_up_to_ctrl_d_is_still_approved_on_the_terminal(setup: Setup) -> None:
+    target = setup.outside_file()
+    setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "finished"})
+    proc = setup.pty("-")
+    proc.send(b"edit the notes\n\x04")  # stdin is spent on the prompt; answers come from /dev/tty
+    proc.expect("choose 1-4")
+    proc.send(b"1\n")
+    assert proc.wait() == 0
+    assert target.read_text() == "new\n"
+    assert "refused without asking" not in proc.text()
+
+
 def test_a_piped_prompt_without_a_controlling_terminal_fails_closed_as_before(setup: Setup) -> None:
     target = setup.outside_file()
     setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "I could not."})
