@@ -41,6 +41,7 @@ def shown(text: str) -> str:
     obey is written out as an escape instead, so no text can hide or redraw what the user is asked."""
     return text.translate(_OBEYED)
 
+
 PLAN_MARKS = {"pending": ("☐", ""), "in_progress": ("◐", "yellow"), "completed": ("☑", "green")}
 
 
