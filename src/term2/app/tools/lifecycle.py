@@ -89,7 +89,7 @@ class CallTracker:
 
 
 def told(call: ToolCall) -> ToolCall:
-    """`call` with every lone surrogate in its text written as an escape; the same call when there is none."""
+    """`call` with every lone surrogate in its text written as an escape; an equal call when there is none."""
     return replace(
         call,
         title=said(call.title),

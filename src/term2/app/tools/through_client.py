@@ -35,6 +35,7 @@ import structlog
 from term2.app.tools.anchored import lstat_in, open_parent, open_regular, read_upto, require_regular
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, looks_binary
+from term2.app.tools.names import shown
 from term2.ports.client_files import ClientFileError, ClientFiles
 from term2.ports.tools import ToolContext
 
@@ -103,20 +104,20 @@ async def client_write(ctx: ToolContext, path: str, root: str, text: str) -> boo
         except ClientFileError as err:
             if not err.answered:
                 raise ToolFailed(
-                    f"the editor went away while writing {path}; whether it changed is unknown ({err})"
+                    f"the editor went away while writing {shown(path)}; whether it changed is unknown ({err})"
                 ) from None
             log.warning("the client did not write the file; term2 writes the disk", path=path, reason=str(err))
             return False
     if waited.cancelled_caught:
         raise ToolFailed(
-            f"the editor did not answer within {WRITE_WAIT_S:.0f} s while writing {path}; whether it changed "
+            f"the editor did not answer within {WRITE_WAIT_S:.0f} s while writing {shown(path)}; whether it changed "
             "is unknown, and term2 did not write it itself"
         )
     try:
         await anyio.to_thread.run_sync(partial(_still_judged, path, root))
     except (ToolFailed, OSError) as err:
         log.warning("the path changed while the client wrote it", path=path, error=str(err))
-        raise ToolFailed(f"the editor wrote {path}, but the path changed meanwhile ({err}); check it") from None
+        raise ToolFailed(f"the editor wrote {shown(path)}, but the path changed meanwhile ({err}); check it") from None
     log.info("the client wrote the file", path=path)
     return True
 
