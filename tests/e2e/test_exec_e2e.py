@@ -302,6 +302,13 @@ def test_the_prompt_is_read_from_stdin(setup: Setup) -> None:
     assert setup.piped(stdin="no argument at all").stdout == "echo: no argument at all\n"
 
 
+def test_what_is_piped_in_beside_a_prompt_is_its_context(setup: Setup) -> None:
+    """`git diff | term2 exec "review this"`: the diff follows the prompt; /dev/null adds nothing."""
+    ran = setup.piped("review this", stdin="diff --git a/x b/x\n+\xe9t\xe9\n")
+    assert ran.stdout == "echo: review this\n\ndiff --git a/x b/x\n+\xe9t\xe9\n"
+    assert setup.piped("review this").stdout == "echo: review this\n"  # an empty pipe
+
+
 def test_json_is_the_acp_update_stream_then_one_result(setup: Setup) -> None:
     target = setup.root / "inside.txt"
     setup.llm.push({"text": "writing", "tool_calls": [write_call(target, "hello\n")]}, {"text": "done"})

@@ -14,6 +14,7 @@ a line on stderr and nothing on stdout.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from contextlib import nullcontext
@@ -78,14 +79,43 @@ def settings_for(options: ExecOptions, env: Mapping[str, str]) -> Settings:
     return settings
 
 
+STDIN_LIMIT = 4 * 1024 * 1024
+
+
 def read_prompt(given: str | None) -> str:
+    """The prompt: the argument, stdin for `-` or none, or the argument followed by what was piped in.
+
+    `git diff | term2 exec "review this"` means the diff is the prompt's
+    context, as other agents' one-shot modes read it; only a pipe or a file
+    is read then (a terminal, /dev/null or a socket left open is not), so a
+    script whose stdin never ends does not hang for it.
+    """
     if given is None or given == "-":
         if given is None and sys.stdin.isatty():
             refuse('no prompt: give one (term2 exec "explain this repository") or pipe it in')
-        given = sys.stdin.read()
+        given = _read_stdin()
+    elif _piped_in():
+        context = _read_stdin()
+        if context.strip():
+            given = f"{given}\n\n{context}"
     if not given.strip():
         refuse("the prompt is empty")
     return given
+
+
+def _piped_in() -> bool:
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _read_stdin() -> str:
+    data = sys.stdin.buffer.read(STDIN_LIMIT + 1)
+    if len(data) > STDIN_LIMIT:
+        refuse(f"stdin holds more than {STDIN_LIMIT // (1024 * 1024)} MiB; name the file in the prompt instead")
+    return data.decode("utf-8", "replace")
 
 
 def log_level(settings: Settings, options: ExecOptions, env: Mapping[str, str]) -> str:
