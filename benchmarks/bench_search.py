@@ -34,13 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from term2.app.entrypoints.child_watcher import use_pidfds  # noqa: E402
-from term2.app.tools import WorkspaceToolbox  # noqa: E402
 from term2.domain.workspace import SessionAccess  # noqa: E402
 from term2.ports.llm import ToolCallRequest  # noqa: E402
 from term2.ports.tools import ToolContext  # noqa: E402
 from tests.fakes.approvers import FixedApprover  # noqa: E402
 from tests.fakes.sandboxes import CannedSandbox  # noqa: E402
 from tests.fakes.turns import live_turn  # noqa: E402
+from tests.support.toolboxes import workspace_toolbox  # noqa: E402
 
 RG = os.path.join(sysconfig.get_path("scripts"), "rg")
 SOURCE = "import os\n\n\ndef handle_{n}_request(value):\n    return value + {n}  # TODO tune\n"
@@ -123,7 +123,7 @@ def time_rg(root: Path, args: list[str], runs: int) -> float:
 
 
 def tool_call(root: Path) -> Callable[[str, str], Awaitable[str]]:
-    toolbox = WorkspaceToolbox()
+    toolbox = workspace_toolbox()  # as the composition root builds it: rg in its view
     ctx = ToolContext(
         "bench", SessionAccess(str(root)), FixedApprover(), CannedSandbox(), _ignore, _ignore, live_turn("bench")
     )

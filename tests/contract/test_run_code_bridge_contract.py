@@ -24,7 +24,6 @@ import pytest
 
 from term2.adapters.sandbox import BubblewrapSandbox, Script, ScriptedSandbox
 from term2.adapters.store.codec import decode_entry, encode_entry
-from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.run_code_program import launcher_command
 from term2.domain.approval import Choice
 from term2.domain.history import HistoryEntry, ToolCall, ToolStatus
@@ -35,6 +34,7 @@ from term2.ports.sandbox import Sandbox
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, ToolCallChanged
 from tests.fakes.turns import live_turn
+from tests.support.toolboxes import workspace_toolbox
 
 pytestmark = pytest.mark.anyio
 
@@ -300,7 +300,7 @@ class Harness:
             args["timeout"] = case.timeout
         started = time.monotonic()
         with anyio.fail_after(60):
-            result = await WorkspaceToolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps(args)), ctx)
+            result = await workspace_toolbox().execute(ToolCallRequest(PARENT, "run_code", json.dumps(args)), ctx)
         calls = [e.call for e in events if isinstance(e, ToolCallChanged)]
         return Run(result, time.monotonic() - started, list(self.asked), calls, records)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from term2.adapters.workspace import RipgrepWorkspaceSearch
 from term2.app.tools import WorkspaceToolbox
 from term2.app.tools.args import Arguments
 from term2.app.tools.base import Invocation, Tool
@@ -42,6 +43,7 @@ from tests.unit.test_tools import Harness
 pytestmark = pytest.mark.anyio
 
 CHANGED = "changed while it was being opened"
+SEARCH = RipgrepWorkspaceSearch()
 
 
 @pytest.fixture
@@ -123,9 +125,9 @@ async def test_an_edit_after_the_swap_changes_nothing_outside(h: Harness) -> Non
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
-        (ListDir(), {"path": "sub"}),
-        (Glob(), {"pattern": "**", "path": "sub"}),
-        (Grep(), {"pattern": "precious", "path": "sub"}),
+        (ListDir(SEARCH), {"path": "sub"}),
+        (Glob(SEARCH), {"pattern": "**", "path": "sub"}),
+        (Grep(SEARCH), {"pattern": "precious", "path": "sub"}),
         (ReadFile(), {"path": "sub/victim.txt"}),
     ],
     ids=["list_dir", "glob", "grep", "read_file"],
@@ -146,7 +148,7 @@ async def test_a_folder_swapped_deeper_in_a_walk_is_not_entered(h: Harness) -> N
         shutil.rmtree(h.root / "sub" / "inner")
         (h.root / "sub" / "inner").symlink_to(h.outside)
 
-    swapping(h, Grep(), swap_inner)
+    swapping(h, Grep(SEARCH), swap_inner)
     text = await h.call("grep", pattern="precious")
     assert "outside" not in text and "victim" not in text
 

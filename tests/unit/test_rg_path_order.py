@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from term2.app.tools.rg_output import path_order
+from term2.app.tools.search_walks import path_order
 
 NAMES = [b"a", b"a.txt", b"a-b", b"a b", b"b", b"A", b"\xff", b"\x01", b"~"]
 paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=4).map(b"/".join)

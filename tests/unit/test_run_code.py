@@ -38,6 +38,7 @@ from term2.ports.updates import SessionEvent, ToolCallChanged
 from tests.fakes.permission_client import GrantingClient
 from tests.fakes.sinks import RecordingSink
 from tests.support.schemas import validate_outgoing
+from tests.support.toolboxes import workspace_toolbox
 
 pytestmark = pytest.mark.anyio
 
@@ -158,7 +159,7 @@ class Harness:
         ctx = ToolContext(SESSION, access, self.approvals, self.sandbox, emit, record, self.turn)
         request = ToolCallRequest(PARENT, "run_code", json.dumps({"code": CODE, **args}))
         with anyio.fail_after(30):
-            return await WorkspaceToolbox().execute(request, ctx)
+            return await workspace_toolbox().execute(request, ctx)
 
     def calls(self) -> list[ToolCall]:
         return [e.call for e in self.events if isinstance(e, ToolCallChanged)]

@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from term2.adapters.workspace import RipgrepWorkspaceSearch
 from term2.app.tools.globbing import Include
 from term2.app.tools.listing import glob_paths, list_entries
 from term2.app.tools.search import SearchQuery, grep
 
+SEARCH = RipgrepWorkspaceSearch()
 FILES = (
     "a.txt", "keep.log", "x.log", "#hash", "!bang", "x1.md", "a.js", "b.js",
     "a/a.txt", "a/x.log", "a/keep.log", "a/b/x.txt", "a/b/c.py", "a/b/deep/x.txt", "a/tmp/t.txt",
@@ -79,9 +81,9 @@ def _views(repo: Path, top: Path) -> tuple[set[str], set[str], set[str]]:
 
     async def run() -> tuple[str, str, str]:
         root = str(top)
-        found = await glob_paths(root, Include.parse("**"), root, 10_000)
-        matched = await grep(root, SearchQuery("line"), root, 10_000)
-        listed = await list_entries(root, root, 10_000)
+        found = await glob_paths(SEARCH, root, Include.parse("**"), root, 10_000)
+        matched = await grep(SEARCH, root, SearchQuery("line"), root, 10_000)
+        listed = await list_entries(SEARCH, root, root, 10_000)
         return found, matched, listed
 
     found, matched, listed = anyio.run(run)

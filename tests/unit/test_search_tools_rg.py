@@ -15,7 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from term2.app.tools import ripgrep
+from term2.adapters.workspace import ripgrep
+from term2.app.tools import search_walks
 from term2.app.tools.names import shown, unshown
 from term2.domain.history import ToolStatus
 from term2.domain.workspace import SessionAccess
@@ -90,7 +91,7 @@ async def test_past_what_is_sorted_here_rg_orders_the_results_itself(
         (h.root / name).write_text("hit\n" * 80)
     sorted_here = await h.call("grep", pattern="hit")
     files_here = await h.call("glob", pattern="*.txt")
-    monkeypatch.setattr(ripgrep, "SORT_HERE", 1)
+    monkeypatch.setattr(search_walks, "SORT_HERE", 1)
     assert await h.call("grep", pattern="hit") == sorted_here
     assert await h.call("glob", pattern="*.txt") == files_here == "a/z.txt\na.txt\nb.txt\n"
 
@@ -217,7 +218,7 @@ async def test_a_planted_link_to_a_device_and_a_fifo_ignore_file_do_not_hang(
     assert await h.call("grep", pattern="needle") == "a.txt:1:needle\n"
     (h.root / "sub" / "x.txt").write_text("needle\n")
     os.mkfifo(h.root / "sub" / ".gitignore")  # rg opens ignore files blocking: the time bound ends it
-    monkeypatch.setattr(ripgrep, "TIME_LIMIT", 1.0)
+    monkeypatch.setattr(search_walks, "TIME_LIMIT", 1.0)
     with anyio.fail_after(10):
         text = await h.call("grep", pattern="needle", path="sub")
     assert "[search stopped after 1 s" in text

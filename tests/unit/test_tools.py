@@ -44,6 +44,7 @@ from term2.ports.updates import SessionEvent, TerminalChunk, ToolCallChanged
 from tests.fakes.approvers import FixedApprover
 from tests.fakes.sandboxes import CannedSandbox
 from tests.fakes.turns import live_turn
+from tests.support.toolboxes import workspace_toolbox
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,7 @@ class Harness:
     access: SessionAccess
     events: list[SessionEvent] = field(default_factory=list)
     records: list[HistoryEntry] = field(default_factory=list)
-    toolbox: WorkspaceToolbox = field(default_factory=WorkspaceToolbox)
+    toolbox: WorkspaceToolbox = field(default_factory=workspace_toolbox)
     counter: int = 0
     turn: Turn = field(default_factory=live_turn)
 

@@ -42,6 +42,7 @@ from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import Toolbox
+from term2.ports.workspace_search import WorkspaceSearch
 
 if TYPE_CHECKING:
     from term2.app.prompting import PromptService
@@ -88,12 +89,18 @@ def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
     return BubblewrapSandbox(hidden=hidden, egress=FilteringProxy(settings.network_resolve))
 
 
-def _toolbox(settings: Settings) -> Toolbox:
+def _workspace_search() -> WorkspaceSearch:
+    from term2.adapters.workspace import RipgrepWorkspaceSearch
+
+    return RipgrepWorkspaceSearch()
+
+
+def _toolbox(settings: Settings, search: WorkspaceSearch) -> Toolbox:
     """The built-in tools, with the edit tools the configured model's family writes best (ADR 0027)."""
     from term2.app.edit_tools import edit_tool_names
     from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
 
-    return WorkspaceToolbox(default_tools(edit_tool_names(settings.model, settings.edit_tools)))
+    return WorkspaceToolbox(default_tools(edit_tool_names(settings.model, settings.edit_tools), search))
 
 
 def _mcp_client() -> McpClient:
@@ -146,7 +153,8 @@ class Container(containers.DeclarativeContainer):
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
-    toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox, settings)
+    workspace_search: providers.Provider[WorkspaceSearch] = providers.Singleton(_workspace_search)
+    toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox, settings, workspace_search)
     limits = providers.Callable(_limits, settings)
     budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)
     prices: providers.Provider[Prices | None] = providers.Factory(_prices, llm_settings)

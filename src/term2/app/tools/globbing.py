@@ -4,11 +4,12 @@ A glob without a `/` matches a file's name at any depth (`*.py`); one with a
 `/` (a leading one too: `/*.py`) matches the whole path below the folder
 searched (`packages/**/*.js`).
 ripgrep's own `-g` would do both, but it also overrides the ignore rules (an
-ignored `keep.log` comes back for `-g '*.log'`), so it is not used: the name
-part goes to rg as a file type, which rg applies after the ignore rules, and
-a glob with a `/` is also matched here, as a regular expression, against the
-paths rg returns. Supported in that part: `*` and `?` within one segment,
-`[...]` classes, and `**` as a whole segment for any number of folders.
+ignored `keep.log` comes back for `-g '*.log'`), so the walk is not asked for
+that: the name part goes to the workspace search as its name glob, which it
+applies after the ignore rules, and a glob with a `/` is also matched here,
+as a regular expression, against the paths the walk returns. Supported in
+that part: `*` and `?` within one segment, `[...]` classes, and `**` as a
+whole segment for any number of folders.
 """
 
 from __future__ import annotations
@@ -78,20 +79,16 @@ class Include:
         body = check_pattern(pattern).rstrip("/")
         return Include(body.lstrip("/"), "/" in body)
 
-    def rg_args(self) -> list[str]:
+    @property
+    def name_glob(self) -> str | None:
+        """The glob's last part, for the walk to match names with (None: one this module matches alone)."""
         name = self.pattern.rsplit("/", 1)[-1]
-        if not name or "**" in name or name.startswith("include:"):
-            return []
-        return ["--type-add", f"include:{name}", "--type", "include"]
+        return None if not name or "**" in name else name
 
     def matches(self, rel: str) -> bool:
-        """Whether `rel`, a path below the folder searched, is one the glob names."""
-        if not self.anchored:
-            return True  # a name glob: rg's file type already decided
-        return glob_regex(self.pattern).fullmatch(rel) is not None
-
-    def matches_alone(self, rel: str) -> bool:
-        """`matches` without rg's help, for a walk that could not take the glob as a type."""
+        """Whether `rel`, a path below the folder searched, is one the glob names, past the walk's name glob."""
         if self.anchored:
-            return self.matches(rel)
-        return glob_regex(self.pattern).fullmatch(rel.rsplit("/", 1)[-1]) is not None
+            return glob_regex(self.pattern).fullmatch(rel) is not None
+        if self.name_glob is None:
+            return glob_regex(self.pattern).fullmatch(rel.rsplit("/", 1)[-1]) is not None
+        return True  # a name glob: the walk already decided

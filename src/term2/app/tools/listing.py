@@ -1,7 +1,7 @@
 """list_dir and glob: let the model see what is in the workspace, and what git ignores.
 
-glob lists the files rg's walk returns (ripgrep.py, ADR 0026), so it sees the
-repository as git does; list_dir lists one folder itself and marks what git
+glob lists the files the workspace search's walk returns (ADR 0026, 0032), so
+it sees the repository as git does; list_dir lists one folder itself and marks what git
 ignores, asking the same walk which entries hold anything it would search.
 Both skip `.git`, show names that are not UTF-8 escaped (names.py), and cap
 the number of entries, announcing the cap, since a model that receives
@@ -16,7 +16,7 @@ from functools import partial
 
 import anyio.to_thread
 
-from term2.app.tools import ripgrep
+from term2.app.tools import search_walks
 from term2.app.tools.anchored import FOLDER_READ, open_folder
 from term2.app.tools.args import Arguments, optional_bool, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
@@ -24,11 +24,12 @@ from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
 from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, resolve
-from term2.app.tools.rg_output import PathReader
+from term2.app.tools.search_walks import check_top, engine, first_in_order, shown_under
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
+from term2.ports.workspace_search import Walk, WorkspaceSearch, WorkspaceSearchFailed
 
 ALWAYS_SKIPPED = frozenset({".git"})
 MARK_TIME_LIMIT = 10.0
@@ -41,6 +42,7 @@ NAMES_NOTE = (
 
 @dataclass(frozen=True, slots=True)
 class ListDir:
+    search: WorkspaceSearch | None = None  # None: a toolbox for its specs only; a call fails closed
     limit: int = ENTRY_LIMIT
     name: str = "list_dir"
     kind: ToolKind = ToolKind.READ
@@ -78,7 +80,7 @@ class ListDir:
         )
 
     async def _run(self, path: str, root: str, ctx: ToolContext, call_id: str) -> Outcome:
-        return Outcome.text_only(await list_entries(path, root, self.limit))
+        return Outcome.text_only(await list_entries(engine(self.search, self.name), path, root, self.limit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +123,12 @@ def _is_empty(fd: int, name: str) -> bool:
         os.close(child)
 
 
-async def list_entries(path: str, root: str, limit: int) -> str:
+async def list_entries(search: WorkspaceSearch, path: str, root: str, limit: int) -> str:
     entries = await anyio.to_thread.run_sync(partial(_scan, path, root), abandon_on_cancel=True)
     if not entries:
         return f"{shown(path)} is empty\n"
     wanted = {os.fsencode(e.name) for e in entries if e.kind == "file" or (e.kind == "folder" and not e.empty)}
-    seen, complete = await _searched_names(path, root, wanted)
+    seen, complete = await _searched_names(search, path, root, wanted)
     lines: list[str] = []
     for entry in entries[:limit]:
         name = shown(entry.name)
@@ -145,30 +147,27 @@ async def list_entries(path: str, root: str, limit: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def _searched_names(path: str, root: str, wanted: set[bytes]) -> tuple[set[bytes], bool]:
-    """Which of the folder's entries rg's walk shows a file in; stops once it has seen them all."""
+async def _searched_names(search: WorkspaceSearch, path: str, root: str, wanted: set[bytes]) -> tuple[set[bytes], bool]:
+    """Which of the folder's entries the walk shows a file in; stops once it has seen them all."""
     seen: set[bytes] = set()
-    pending = bytearray()
-    place = ripgrep.Place.of(path, root)
 
-    def feed(chunk: bytes) -> bool:
-        pending.extend(chunk)
-        *complete, rest = bytes(pending).split(b"\0")
-        pending[:] = rest
-        for found in complete:
-            seen.add(place.below_top(found).split(b"/", 1)[0])
+    def take(found: bytes) -> bool:
+        seen.add(found.split(b"/", 1)[0])
         return not wanted <= seen
 
     if not wanted:
         return seen, True
-    finished = await ripgrep.run(
-        ["--files", *ripgrep.BASE_ARGS], place, root, feed, time_limit=min(MARK_TIME_LIMIT, ripgrep.TIME_LIMIT)
-    )
-    return seen, finished.stopped is None or finished.stopped == "enough"
+    walk = Walk(root, path, time_limit=min(MARK_TIME_LIMIT, search_walks.TIME_LIMIT))
+    try:
+        end = await search.files(walk, take)
+    except WorkspaceSearchFailed as err:
+        raise ToolFailed(f"the entries of {shown(display(path, root))} git ignores could not be found: {err}") from err
+    return seen, end.complete
 
 
 @dataclass(frozen=True, slots=True)
 class Glob:
+    search: WorkspaceSearch | None = None  # None: a toolbox for its specs only; a call fails closed
     limit: int = ENTRY_LIMIT
     name: str = "glob"
     kind: ToolKind = ToolKind.SEARCH
@@ -222,40 +221,40 @@ class Glob:
     async def _run(
         self, path: str, include: Include, root: str, ignored: bool, ctx: ToolContext, call_id: str
     ) -> Outcome:
-        return Outcome.text_only(await glob_paths(path, include, root, self.limit, include_ignored=ignored))
+        search = engine(self.search, self.name)
+        return Outcome.text_only(await glob_paths(search, path, include, root, self.limit, include_ignored=ignored))
 
 
-async def glob_paths(top: str, include: Include, root: str, limit: int, *, include_ignored: bool = False) -> str:
+async def glob_paths(
+    search: WorkspaceSearch, top: str, include: Include, root: str, limit: int, *, include_ignored: bool = False
+) -> str:
     if not os.path.isdir(top):
         raise ToolFailed(f"{shown(top)} is not a folder; glob searches folders")
-    args = ["--files", *ripgrep.BASE_ARGS, *include.rg_args()]
-    if include_ignored:
-        args.append("--no-ignore")
-    place = ripgrep.Place.of(top, root)
+    walk = Walk(
+        root, top, include_ignored=include_ignored, name_glob=include.name_glob, time_limit=search_walks.TIME_LIMIT
+    )
 
     def matching(path: bytes) -> bool:
-        return include.matches(os.fsdecode(place.below_top(path)))
+        return include.matches(os.fsdecode(path))
 
-    keep = matching if include.anchored else None  # a name glob was rg's own file type
-    reader = PathReader(limit * ripgrep.SORT_HERE, keep)  # rg in parallel; sorted here if that is all
-    finished = await ripgrep.run(args, place, root, reader.feed)
-    if reader.more:  # too many to sort here: rg orders them and stops at the limit
-        reader = PathReader(limit, keep)
-        finished = await ripgrep.run([*args, "--sort", "path"], place, root, reader.feed)
-    else:
-        reader.keep_first(limit)
-    failure = finished.failure()
-    if failure is not None and not reader.paths:
-        raise ToolFailed(f"glob failed: {failure}")
-    shown_path = place.shown_under(root)
-    lines = [shown_path(p) for p in reader.paths]
+    plain = include.name_glob is not None and not include.anchored  # a plain name glob is the walk's own
+    keep = None if plain else matching
+    check_top(top, root)  # a swapped top fails here, plainly, before anything runs
+    try:
+        found = await first_in_order(search.files, walk, limit, keep)
+    except WorkspaceSearchFailed as err:
+        raise ToolFailed(f"glob could not run: {err}") from err
+    if found.end.complaint is not None and not found.items:
+        raise ToolFailed(f"glob failed: {found.end.complaint}")
+    shown_path = shown_under(top, root)
+    lines = [shown_path(p) for p in found.items]
     if not lines:
         return f"No files match {include.pattern} under {shown(display(top, root))}\n"
-    if reader.more:
+    if found.more:
         lines.append(
             f"[truncated: the first {limit} files in path order; files after {lines[-1]} were left out: "
             "narrow the pattern or path]"
         )
-    elif finished.stopped is not None and finished.stopped != "enough":
-        lines.append(f"[walk {finished.stopped}: some files were not listed]")
+    elif found.end.cut_short is not None:
+        lines.append(f"[walk {found.end.cut_short}: some files were not listed]")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 """grep: find lines matching a regular expression, in the files git would show.
 
-ripgrep does the walk and the matching (ripgrep.py, ADR 0026), so the model
-sees what git tracks or could track: every ignore file from the repository's
+The workspace search port does the walk and the matching (ADR 0026, 0032),
+so the model sees what git tracks or could track: every ignore file from the repository's
 top down applies, `.git` is never searched, binary files and special files
 (FIFOs, sockets, devices) are skipped, and large text files are searched as
 they stream. Matches come as `path:line:text` in path order, the line
@@ -15,29 +15,38 @@ would tell the model what a secret holds).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, replace
 from functools import partial
 
 import anyio
 
-from term2.app.tools import ripgrep
+from term2.app.tools import search_walks
 from term2.app.tools.args import Arguments, optional_bool, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
 from term2.app.tools.names import shown, unshown
 from term2.app.tools.paths import display, folder_of, resolve
-from term2.app.tools.rg_output import MatchReader, PathReader
+from term2.app.tools.search_walks import ORDER, First, check_top, engine, first_in_order, shown_under
 from term2.domain.footholds import is_secret_name
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access, is_within
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
+from term2.ports.workspace_search import (
+    LineMatch,
+    LineQuery,
+    Secrets,
+    Walk,
+    WalkEnd,
+    WorkspaceSearch,
+    WorkspaceSearchFailed,
+)
 
 MATCH_LIMIT = 200
 SECRET_COUNT_LIMIT = 10_000
-ORDER = "path order (compared folder name by folder name, in byte order)"
+CUT = "[line cut]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,7 @@ class SearchQuery:
 
 @dataclass(frozen=True, slots=True)
 class Grep:
+    search: WorkspaceSearch | None = None  # None: a toolbox for its specs only; a call fails closed
     limit: int = MATCH_LIMIT
     name: str = "grep"
     kind: ToolKind = ToolKind.SEARCH
@@ -111,81 +121,88 @@ class Grep:
         )
 
     async def _run(self, path: str, query: SearchQuery, root: str, ctx: ToolContext, call_id: str) -> Outcome:
-        text = await grep(path, query, root, self.limit, ctx.access.workspace.grants.read_folders)
+        search = engine(self.search, self.name)
+        text = await grep(search, path, query, root, self.limit, ctx.access.workspace.grants.read_folders)
         return Outcome.text_only(text)
 
 
-async def grep(top: str, query: SearchQuery, root: str, limit: int, opened: Collection[str] = ()) -> str:
+async def grep(
+    search: WorkspaceSearch, top: str, query: SearchQuery, root: str, limit: int, opened: Collection[str] = ()
+) -> str:
     """Search `top`, a file judged on its own or a folder whose secrets only a grant opens."""
     if not os.path.lexists(top):
         raise FileNotFoundError(f"not found: {top}")
     folder = os.path.isdir(top)
     grants = [g for g in opened if is_within(g, top) or is_within(top, g)] if folder else []
-    args = [
-        *ripgrep.BASE_ARGS, "--line-number", "--column", "--no-heading", "--with-filename",
-        "--engine", "auto", *ripgrep.SECRET_TYPE, "-e", query.pattern,
-    ]  # fmt: skip
-    if query.ignore_case:
-        args.append("--ignore-case")
-    if query.include_ignored:
-        args.append("--no-ignore")
-    if query.include is not None:
-        args += query.include.rg_args()
-    if folder and not grants:
-        args += ["--type-not", "secret"]
-    place = ripgrep.Place.of(top, root)
-    keep = partial(_searched, place, query.include, grants if folder else None)
-    reader = MatchReader(limit * ripgrep.SORT_HERE, keep)  # rg in parallel; sorted here if that is all
-    ripgrep.check_top(top, root)  # a swapped top fails here, plainly, before anything runs
+    walk = Walk(
+        root,
+        top,
+        include_ignored=query.include_ignored,
+        name_glob=query.include.name_glob if query.include is not None else None,
+        secrets=Secrets.SKIP if folder and not grants else Secrets.INCLUDE,
+        time_limit=search_walks.TIME_LIMIT,
+    )
+    lines = LineQuery(query.pattern, query.ignore_case)
+
+    def run(walk: Walk, take: Callable[[LineMatch], bool]) -> Awaitable[WalkEnd]:
+        return search.lines(walk, lines, take)
+
+    keep = partial(_searched, top, query.include, grants if folder else None)
+    check_top(top, root)  # a swapped top fails here, plainly, before anything runs
     secrets: list[int] = []
     if folder:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_count_secrets, place, root, query, grants, secrets)
-            finished = await _search_or_none(args, place, root, reader)
+            tasks.start_soon(_count_secrets, search, walk, query, grants, secrets)
+            found = await _first_or_failure(run, walk, limit, keep)
     else:
-        finished = await _search_or_none(args, place, root, reader)
-    if finished is not None and reader.more:  # too many to sort here: rg orders them and stops at the limit
-        reader = MatchReader(limit, keep)
-        finished = await _search_or_none([*args, "--sort", "path"], place, root, reader)
-    else:
-        reader.keep_first(limit)
-    if finished is None:
-        raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {reader.error}")
-    failure = finished.failure()
-    if failure is not None and not reader.matches:
-        raise ToolFailed(f"invalid regular expression or search: {failure}")
-    shown_path = place.shown_under(root)
-    lines = [f"{shown_path(m.path)}:{m.line}:{m.text}" for m in reader.matches]
-    if not lines:
-        lines.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
-    if reader.more:
-        last = reader.matches[-1]
-        lines.append(
+        found = await _first_or_failure(run, walk, limit, keep)
+    if isinstance(found, WorkspaceSearchFailed):
+        raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {found}") from found
+    if found.end.complaint is not None and not found.items:
+        raise ToolFailed(f"invalid regular expression or search: {found.end.complaint}")
+    shown_path = shown_under(top, root)
+    out = [f"{shown_path(m.path)}:{m.line}:{_text(m)}" for m in found.items]
+    if not out:
+        out.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
+    if found.more:
+        last = found.items[-1]
+        out.append(
             f"[truncated: the first {limit} matches in {ORDER}; matches after "
             f"{shown_path(last.path)}:{last.line} were left out: narrow the pattern, path or include]"
         )
-    elif finished.stopped is not None and finished.stopped != "enough":
-        lines.append(f"[search {finished.stopped}: some files were not searched]")
+    elif found.end.cut_short is not None:
+        out.append(f"[search {found.end.cut_short}: some files were not searched]")
     if secrets and secrets[0]:
-        lines.append(f"[{secrets[0]} secret files (.env) skipped; read_file asks before reading them]")
-    return "\n".join(lines) + "\n"
+        out.append(f"[{secrets[0]} secret files (.env) skipped; read_file asks before reading them]")
+    return "\n".join(out) + "\n"
 
 
-async def _search_or_none(
-    args: list[str], place: ripgrep.Place, root: str, reader: MatchReader
-) -> ripgrep.Finished | None:
-    """The search, its error kept on the reader rather than raised through the task group."""
+async def _first_or_failure(
+    run: Callable[[Walk, Callable[[LineMatch], bool]], Awaitable[WalkEnd]],
+    walk: Walk,
+    limit: int,
+    keep: Callable[[LineMatch], bool],
+) -> First[LineMatch] | WorkspaceSearchFailed:
+    """The search, its failure returned rather than raised through the task group (as an exception group)."""
     try:
-        return await ripgrep.run(args, place, root, reader.feed)
-    except (OSError, ToolFailed) as err:
-        reader.error = str(err)
-        return None
+        return await first_in_order(run, walk, limit, keep)
+    except WorkspaceSearchFailed as err:
+        return err
 
 
-def _searched(place: ripgrep.Place, include: Include | None, grants: list[str] | None, path: bytes) -> bool:
-    """Whether a path rg matched counts: within the include glob, and no secret outside a grant."""
-    top = place.top
-    rel = os.fsdecode(place.below_top(path))
+def _text(match: LineMatch) -> str:
+    """The line as the model sees it: where a long one was cut is said."""
+    text = match.text
+    if match.cut_before:
+        text = f"{CUT} {text}"
+    if match.cut_after:
+        text = f"{text} {CUT}"
+    return text
+
+
+def _searched(top: str, include: Include | None, grants: list[str] | None, match: LineMatch) -> bool:
+    """Whether a matched line counts: within the include glob, and no secret outside a grant."""
+    rel = os.fsdecode(match.path)
     if include is not None and not include.matches(rel):
         return False
     if grants and is_secret_name(os.path.basename(rel)):
@@ -194,22 +211,22 @@ def _searched(place: ripgrep.Place, include: Include | None, grants: list[str] |
 
 
 async def _count_secrets(
-    place: ripgrep.Place, root: str, query: SearchQuery, grants: list[str], into: list[int]
+    search: WorkspaceSearch, walk: Walk, query: SearchQuery, grants: list[str], into: list[int]
 ) -> None:
     """How many secret files the walk meets outside a grant, whatever they hold."""
-    args = ["--files", *ripgrep.BASE_ARGS, *ripgrep.SECRET_TYPE, "--type", "secret"]
-    if query.include_ignored:
-        args.append("--no-ignore")
+    counted = 0
 
     def outside_grants(path: bytes) -> bool:
-        rel = os.fsdecode(place.below_top(path))
-        if query.include is not None and not query.include.matches_alone(rel):
-            return False
-        return not any(is_within(os.path.join(place.top, rel), g) for g in grants)
+        nonlocal counted
+        rel = os.fsdecode(path)
+        if query.include is not None and not query.include.matches(rel):
+            return True
+        if not any(is_within(os.path.join(walk.top, rel), g) for g in grants):
+            counted += 1
+        return counted < SECRET_COUNT_LIMIT
 
-    reader = PathReader(SECRET_COUNT_LIMIT, outside_grants)
     try:
-        await ripgrep.run(args, place, root, reader.feed)
-    except (OSError, ToolFailed):
+        await search.files(replace(walk, secrets=Secrets.ONLY, ordered=False), outside_grants)
+    except WorkspaceSearchFailed:
         return  # the search itself fails the same way and says why
-    into.append(len(reader.paths))
+    into.append(counted)

@@ -36,6 +36,7 @@ from term2.domain.history import ToolKind, ToolOutput, ToolStatus
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext
+from term2.ports.workspace_search import WorkspaceSearch
 
 log = structlog.get_logger("term2.tools")
 
@@ -44,11 +45,18 @@ log = structlog.get_logger("term2.tools")
 CONCURRENT_KINDS = frozenset({ToolKind.READ, ToolKind.SEARCH})
 
 
-def default_tools(edit: tuple[str, ...] = EDIT_TOOL_SETS["edit_file"]) -> tuple[Tool, ...]:
-    """Every built-in tool, with the edit tools named in `edit` (which ones suit a model: app/edit_tools.py)."""
+def default_tools(
+    edit: tuple[str, ...] = EDIT_TOOL_SETS["edit_file"], search: WorkspaceSearch | None = None
+) -> tuple[Tool, ...]:
+    """Every built-in tool, with the edit tools named in `edit` (which ones suit a model: app/edit_tools.py).
+
+    `search` walks and searches for list_dir, glob and grep (ADR 0032); without one (a toolbox
+    asked only for its specs) those three fail closed when called.
+    """
     editors: dict[str, Tool] = {"edit_file": EditFile(), "multi_edit": MultiEdit(), "apply_patch": ApplyPatch()}
     chosen = tuple(editors[name] for name in edit)
-    base: tuple[Tool, ...] = (ReadFile(), ListDir(), Glob(), Grep(), WriteFile(), *chosen, RunShell())
+    searching = (ListDir(search), Glob(search), Grep(search))
+    base: tuple[Tool, ...] = (ReadFile(), *searching, WriteFile(), *chosen, RunShell())
     return (*base, RunCode(WorkspaceToolbox(base)), ReadOutput(), UpdatePlan())
 
 

