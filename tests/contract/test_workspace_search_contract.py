@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -45,6 +46,7 @@ pytestmark = pytest.mark.anyio
 HAVE_BWRAP = os.path.exists("/usr/bin/bwrap")
 GLOBAL = "xdg/git/ignore"  # the user's global excludes file, relative to the base folder
 Entry = bytes | Link | Special | None  # None: an empty folder; "REPO/.git/" marks a repository
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,19 +55,19 @@ class Rig:
     search: WorkspaceSearch
     broken: WorkspaceSearch  # the same adapter, unable to run
 
-    def walk(self, top: str = "work", root: str = "work", **kw: object) -> Walk:
-        return Walk(os.path.join(self.base, root), os.path.join(self.base, top).rstrip("/"), **kw)  # type: ignore[arg-type]
+    def walk(self, top: str = "work", root: str = "work", **kw: Any) -> Walk:
+        return Walk(os.path.join(self.base, root), os.path.join(self.base, top).rstrip("/"), **kw)
 
-    async def files(self, top: str = "work", root: str = "work", **kw: object) -> list[str]:
+    async def files(self, top: str = "work", root: str = "work", **kw: Any) -> list[str]:
         found: list[bytes] = []
         end = await self.search.files(self.walk(top, root, **kw), _into(found))
         assert end == WalkEnd()
         return [os.fsdecode(p) for p in found]
 
-    async def file_set(self, top: str = "work", root: str = "work", **kw: object) -> set[str]:
+    async def file_set(self, top: str = "work", root: str = "work", **kw: Any) -> set[str]:
         return set(await self.files(top, root, **kw))
 
-    async def lines(self, pattern: str, top: str = "work", ignore_case: bool = False, **kw: object) -> list[LineMatch]:
+    async def lines(self, pattern: str, top: str = "work", ignore_case: bool = False, **kw: Any) -> list[LineMatch]:
         found: list[LineMatch] = []
         end = await self.search.lines(self.walk(top, **kw), LineQuery(pattern, ignore_case), _into(found))
         assert end == WalkEnd()
@@ -118,8 +120,8 @@ def _repo(rel: str = "work") -> dict[str, Entry]:
     return {f"{rel}/.git/": None, f"{rel}/.git/info/exclude": b""}
 
 
-def _into(found: list[object]) -> Callable[[object], bool]:  # type: ignore[type-arg]
-    def take(item: object) -> bool:
+def _into(found: list[T]) -> Callable[[T], bool]:
+    def take(item: T) -> bool:
         found.append(item)
         return True
 
@@ -290,7 +292,7 @@ async def test_only_regular_files_and_never_git_links_or_special_files(build: Bu
 async def test_names_linux_allows_come_back_as_bytes(build: Build) -> None:
     rig = build({**_repo(), "work/caf\udce9.txt": b"needle\n", "work/new\nline:1.txt": b"needle\n"})
     found: list[bytes] = []
-    await rig.search.files(rig.walk(), _into(found))  # type: ignore[arg-type]
+    await rig.search.files(rig.walk(), _into(found))
     assert sorted(found) == [b"caf\xe9.txt", b"new\nline:1.txt"]
     assert sorted(m.path for m in await rig.lines("needle")) == [b"caf\xe9.txt", b"new\nline:1.txt"]
 
@@ -348,7 +350,7 @@ async def test_an_ordered_walk_comes_in_path_order_compared_name_by_name(build: 
     expected = ["B", "a/a/z", "a/b", "a-b", "a.b", "b", "\xe9"]
     assert await rig.files(ordered=True) == expected
     found: list[LineMatch] = []
-    await rig.search.lines(rig.walk(ordered=True), LineQuery("needle"), _into(found))  # type: ignore[arg-type]
+    await rig.search.lines(rig.walk(ordered=True), LineQuery("needle"), _into(found))
     assert [(os.fsdecode(m.path), m.line) for m in found] == [(p, n) for p in expected for n in (1, 2)]
 
 
@@ -391,6 +393,15 @@ async def test_a_cancelled_walk_ends_early_and_the_adapter_serves_the_next(build
     assert 1 <= len(found) < len(many)
     # The same adapter serves the next walk as usual.
     assert len(await rig.files()) == len(many)
+
+
+async def test_a_walk_past_its_time_bound_says_it_was_cut_short(build: Build) -> None:
+    rig = build({**_repo(), **{f"work/f{n}.txt": b"needle\n" for n in range(50)}})
+    found: list[bytes] = []
+    end = await rig.search.files(rig.walk(time_limit=0.0), _into(found))
+    assert end.cut_short and not end.complete and len(found) < 50
+    end = await rig.search.lines(rig.walk(time_limit=0.0), LineQuery("needle"), _into([]))
+    assert end.cut_short and not end.complete
 
 
 async def test_a_walk_that_cannot_run_raises_the_port_error(build: Build) -> None:
@@ -438,7 +449,7 @@ async def test_binary_files_are_not_searched_and_case_can_be_ignored(build: Buil
 async def test_an_invalid_pattern_is_a_complaint_with_nothing_found(build: Build) -> None:
     rig = build({**_repo(), "work/a.txt": b"needle\n"})
     found: list[LineMatch] = []
-    end = await rig.search.lines(rig.walk(), LineQuery("needle("), _into(found))  # type: ignore[arg-type]
+    end = await rig.search.lines(rig.walk(), LineQuery("needle("), _into(found))
     assert found == [] and end.complaint and not end.enough
 
 
