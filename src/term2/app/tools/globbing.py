@@ -85,6 +85,11 @@ class Include:
         name = self.pattern.rsplit("/", 1)[-1]
         return None if not name or "**" in name else name
 
+    @property
+    def everything(self) -> bool:
+        """`**` (or `**/**`...): every path matches, so none needs to be checked."""
+        return all(part == "**" for part in self.pattern.split("/"))
+
     def matches(self, rel: str) -> bool:
         """Whether `rel`, a path below the folder searched, is one the glob names, past the walk's name glob."""
         if self.anchored:

@@ -238,7 +238,7 @@ async def glob_paths(
         return include.matches(os.fsdecode(path))
 
     plain = include.name_glob is not None and not include.anchored  # a plain name glob is the walk's own
-    keep = None if plain else matching
+    keep = None if plain or include.everything else matching
     check_top(top, root)  # a swapped top fails here, plainly, before anything runs
     try:
         found = await first_in_order(search.files, walk, limit, keep)
