@@ -43,12 +43,15 @@ class Walk:
     """Which files a walk returns.
 
     `top` is a canonical folder (or one file, which is returned whatever the
-    rules say) inside `root`, the canonical workspace root, or a path outside
-    it that the user approved. The ignore rules are git's for the repository
-    holding `top` (or `root`, when `top` is inside it), from the repository's
-    top level down, even when that top level is above `root`; outside any
-    repository `.gitignore` files do not apply. `top` itself is never judged
-    by them: a folder the model names inside an ignored one is walked.
+    rules and filters say) inside `root`, the canonical workspace root, or a
+    path outside it that the user approved. The ignore rules are git's for
+    the repository holding `top` (or `root`, when `top` is inside it), from
+    the repository's top level down, even when that top level is above
+    `root`; outside any repository `.gitignore` files do not apply, and a
+    nested repository is seen with its own rules only. `.ignore` and
+    `.rgignore` files apply too, before `.gitignore` files, as search tools
+    read them. `top` itself is never judged by the rules: a folder the model
+    names inside an ignored one is walked.
 
     Always: `.git` (a folder or a file) is skipped at any depth, symlinks are
     not followed or returned, only regular files are returned, and the walk
