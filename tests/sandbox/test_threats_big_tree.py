@@ -6,17 +6,21 @@ folders), each thing the walks exist to find, in the ways that change no
 folder a path-and-timestamp shortcut would look at, and check both that it is
 found and that the scan found it by listing a handful of folders, not the
 tree (the counts stand in for timings, which live in benchmarks/). Both host
-modes run (see conftest); the folder term2 may not list needs term2 itself
-unprivileged, so that test runs the adapter in a child process as uid 65534.
+modes run (see conftest), each with both watchers: fanotify, one mark per file
+system, as root (ADR 0033), and inotify, a watch per folder, as anyone else;
+the folder term2 may not list needs term2 itself unprivileged, so that test
+runs the adapter in a child process as uid 65534.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +41,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 DEEP = "packages/p2/node_modules/d200/lib"  # one folder among thousands, eight levels down
 FEW = 20  # folders a scan may list after a small command: the changed ones (a new .git's, as root) and parents
+IS_ROOT = os.geteuid() == 0
+WATCHERS = [
+    pytest.param("fanotify", marks=pytest.mark.skipif(not IS_ROOT, reason="fanotify's filesystem mark takes root")),
+    "inotify",
+]
 
 
 def make_tree(root: Path, entries: int = 20_000) -> int:
@@ -63,8 +72,16 @@ def make_tree(root: Path, entries: int = 20_000) -> int:
     return folders
 
 
+@pytest.fixture(params=WATCHERS)
+def watcher(request: pytest.FixtureRequest, box: Box) -> str:
+    """The one kind of watcher the sandbox may keep its walks with (``warm`` checks it is the one used)."""
+    kind: str = request.param
+    box.sandbox.trees.watchers = (kind,)
+    return kind
+
+
 @pytest.fixture
-def big(box: Box) -> int:
+def big(box: Box, watcher: str) -> int:
     folders = make_tree(box.root)
     subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
     return folders
@@ -82,6 +99,7 @@ async def warm(box: Box, folders: int) -> None:
     first, *later = listed(box)
     assert first >= folders, "the first scan lists every folder"
     assert max(later) <= FEW, later
+    assert box.sandbox.trees.tree(str(box.root)).watcher == box.sandbox.trees.watchers[0]
 
 
 async def run_listing_few(box: Box, command: str) -> CommandResult:
@@ -261,24 +279,34 @@ async def test_concurrent_commands_on_one_root_each_find_their_own_plants(box: B
     assert "done" in text(result) and box.tag not in text(result)
 
 
+def limit_inotify_watches(monkeypatch: pytest.MonkeyPatch, watches: int) -> None:
+    """fs.inotify.max_user_watches reached after ``watches`` watches: inotify_add_watch fails with ENOSPC."""
+    from term2.adapters.sandbox import inotify
+    from term2.adapters.sandbox.folder_watch import Unwatchable
+
+    real_watch = inotify.Inotify.watch
+    budget = iter(range(watches))
+
+    def watch(self: inotify.Inotify, fd: int, st: os.stat_result | None = None) -> int:
+        if next(budget, None) is None:
+            raise Unwatchable("inotify watch refused: No space left on device")
+        return real_watch(self, fd, st)
+
+    monkeypatch.setattr(inotify.Inotify, "watch", watch)
+
+
 @pytest.mark.parametrize("why", ["no watches left", "a file system outside the VFS"])
 async def test_without_watches_every_scan_walks_the_whole_tree(
-    box: Box, big: int, why: str, monkeypatch: pytest.MonkeyPatch
+    box: Box, big: int, watcher: str, why: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past fs.inotify.max_user_watches, or on NFS/FUSE, the kept walk gives up watching: never a refusal,
     never a scan that trusts what it no longer watches."""
-    from term2.adapters.sandbox import inotify, watched_tree
+    from term2.adapters.sandbox import watched_tree
 
     if why == "no watches left":
-        real_watch = inotify.Inotify.watch
-        budget = iter(range(big // 2))
-
-        def watch(self: inotify.Inotify, fd: int) -> int:
-            if next(budget, None) is None:
-                raise inotify.Unwatchable("inotify watch refused: No space left on device")
-            return real_watch(self, fd)
-
-        monkeypatch.setattr(inotify.Inotify, "watch", watch)
+        if watcher == "fanotify":
+            pytest.skip("fanotify needs no watch per folder (see the test past the inotify watch limit)")
+        limit_inotify_watches(monkeypatch, big // 2)
     else:
         monkeypatch.setattr(watched_tree, "trusted_file_system", lambda fd: False)
     await box.run("true")
@@ -286,3 +314,116 @@ async def test_without_watches_every_scan_walks_the_whole_tree(
     result = await box.run(f"cat {DEEP}/.env; echo done")
     assert "done" in text(result) and box.tag not in text(result)
     assert min(listed(box)) >= big, listed(box)
+
+
+async def test_a_flood_past_the_kernel_queue_takes_the_full_walk(box: Box, big: int, watcher: str) -> None:
+    """More events than the kernel queues (16,384) between two scans: some were dropped, so only a full walk
+    can tell what changed. fanotify's reader thread drains its queue as events come, so it is held off here
+    (the scan's own read waits for it); inotify's queue fills on its own."""
+    await warm(box, big)
+    tree = box.sandbox.trees.tree(str(box.root))
+    held = tree._watcher._lock if watcher == "fanotify" else contextlib.nullcontext()  # type: ignore[union-attr]
+    deep = os.fsencode(box.root / DEEP)
+    with held:
+        for i in range(20_000):
+            name = deep + b"/flood%d" % i
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.unlink(name)
+        box.write(box.root / DEEP / ".env", f"KEY=sk-{box.tag}\n")
+    result = await box.run(f"cat {DEEP}/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result)
+    assert listed(box)[-2] >= big, "the scan before walked the whole tree again"
+    assert listed(box)[-1] <= FEW, "and the one after is back to the events"
+
+
+async def test_past_the_inotify_watch_limit_fanotify_still_lists_only_changed_folders(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An npm-shaped tree of 1.5M entries has more folders than fs.inotify.max_user_watches on most machines;
+    as root the sandbox marks the file system instead, so the limit is never met and nothing is walked twice."""
+    if not IS_ROOT:
+        pytest.skip("fanotify's filesystem mark takes root")
+    folders = make_tree(box.root)
+    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
+    limit_inotify_watches(monkeypatch, 100)
+    await warm(box, folders)
+    assert box.sandbox.trees.tree(str(box.root)).watcher == "fanotify"
+    result = await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && git init -q {DEEP}/sub")
+    assert any(f"quarantined {DEEP}/sub/.git" in n for n in result.notices), result.notices
+    result = await run_listing_few(box, f"cat {DEEP}/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result)
+
+
+@contextlib.contextmanager
+def mounted(*argv: str) -> Iterator[None]:
+    target = argv[-1]
+    subprocess.run(["mount", *argv], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", target], check=False)
+
+
+async def test_a_file_system_mounted_on_a_folder_of_the_tree_is_walked(box: Box, big: int, watcher: str) -> None:
+    """A mount on a folder already walked changes what its path shows with no event on any folder the walk
+    knows (the new file system's own changes are not even watched yet): term2's mount table changed, so the
+    next scan walks in full, and watches the new file system too."""
+    if not IS_ROOT:
+        pytest.skip("mounting takes root")
+    box.make_dir(box.root / DEEP / "mnt")
+    await warm(box, big)
+    with mounted(
+        "-t", "tmpfs", "-o", f"size=1m,uid={box.owner[0]},gid={box.owner[1]}", "t2", str(box.root / DEEP / "mnt")
+    ):
+        box.write(box.root / DEEP / "mnt" / ".env", f"KEY=sk-{box.tag}\n")
+        result = await box.run(f"cat {DEEP}/mnt/.env; echo done")
+        assert "done" in text(result) and box.tag not in text(result)
+        result = await run_listing_few(box, f"printf 'KEY=sk2-{box.tag}\\n' > {DEEP}/mnt/.env.two && echo made")
+        result = await run_listing_few(box, f"cat {DEEP}/mnt/.env.two; echo done")
+        assert "done" in text(result) and box.tag not in text(result)
+
+
+async def test_one_folder_shown_at_two_places_of_the_tree_is_masked_at_both(box: Box, big: int, watcher: str) -> None:
+    """A bind mount shows one folder at two paths: one inode, so one watch (or one file handle) for two
+    folders of the tree. A .env made through one path must be masked at both."""
+    if not IS_ROOT:
+        pytest.skip("mounting takes root")
+    view = box.make_dir(box.root / "packages" / "p3" / "view")
+    await warm(box, big)
+    with mounted("--bind", str(box.root / DEEP), str(view)):
+        await box.run("true")  # the mount table changed: one full walk, which meets the folder twice
+        await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && echo made")
+        result = await run_listing_few(box, f"cat packages/p3/view/.env {DEEP}/.env; echo done")
+        assert "done" in text(result) and box.tag not in text(result)
+
+
+async def test_a_folder_fanotify_cannot_name_leaves_the_tree_to_inotify(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system fanotify cannot mark or give handles for (an overlayfs without fid support, no fsid):
+    that root is walked again and kept with inotify, never with a folder fanotify does not know."""
+    if not IS_ROOT:
+        pytest.skip("fanotify's filesystem mark takes root")
+    from term2.adapters.sandbox import fanotify
+    from term2.adapters.sandbox.folder_watch import Unwatchable
+
+    folders = make_tree(box.root)
+    subprocess.run(["chown", "-R", f"{box.owner[0]}:{box.owner[1]}", str(box.root)], check=True)
+    real_watch = fanotify.Fanotify.watch
+    budget = iter(range(folders // 2))
+
+    def watch(self: fanotify.Fanotify, fd: int, st: os.stat_result) -> object:
+        if next(budget, None) is None:
+            raise Unwatchable("fanotify mark refused: Operation not supported")
+        return real_watch(self, fd, st)
+
+    monkeypatch.setattr(fanotify.Fanotify, "watch", watch)
+    box.sandbox.trees.watchers = ("fanotify", "inotify")
+    await box.run("true")
+    await box.run("true")
+    first, *later = listed(box)
+    assert first >= folders and max(later) <= FEW, listed(box)
+    assert box.sandbox.trees.tree(str(box.root)).watcher == "inotify"
+    result = await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && echo made")
+    result = await run_listing_few(box, f"cat {DEEP}/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result)

@@ -64,7 +64,7 @@ class _Rewalk(Exception):
     """The events do not give a consistent picture: walk the whole tree again."""
 
 
-class _NextWatcher(Exception):
+class _NextWatcher(_Rewalk):
     """This watcher cannot watch the whole tree (a file system fanotify cannot mark or name): try the next."""
 
 
