@@ -195,6 +195,16 @@ async def test_lone_surrogates_in_arguments_are_bytes_or_refused_and_always_stor
     _storable(h)
 
 
+@pytest.mark.parametrize("tool", ["grep", "glob", "list_dir"])
+async def test_the_search_tools_read_their_path_the_same_way(h: Harness, tool: str) -> None:
+    """grep, glob and list_dir take `path` as the edit tools do: a lone surrogate standing for no byte is
+    refused by name, not failed as invalid arguments in general."""
+    arguments = {"path": "a\ud800", **({"pattern": "x"} if tool != "list_dir" else {})}
+    text = await h.call(tool, raw=json.dumps(arguments))
+    assert f"invalid arguments for {tool}: path holds a lone surrogate" in text
+    _storable(h)
+
+
 async def test_a_byte_path_is_never_sent_to_the_editor(h: Harness) -> None:
     """ACP names files with JSON strings; the editor would read `\\xe9` as U+FFFD and act on another file."""
     path = _plant(h)

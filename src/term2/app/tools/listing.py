@@ -22,8 +22,8 @@ from term2.app.tools.args import Arguments, optional_bool, optional_str, require
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
-from term2.app.tools.names import shown, unshown
-from term2.app.tools.paths import display, resolve
+from term2.app.tools.names import shown
+from term2.app.tools.paths import display, resolve_shown
 from term2.app.tools.search_walks import check_top, engine, first_in_order, shown_under
 from term2.domain.history import Location, ToolKind
 from term2.domain.workspace import Access
@@ -69,7 +69,7 @@ class ListDir:
         )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
-        path = resolve(root, unshown(optional_str(args, "path") or "."))
+        path = resolve_shown(root, optional_str(args, "path") or ".")
         return Invocation(
             title=f"List {shown(path)}",
             access=Access.READ,
@@ -207,7 +207,7 @@ class Glob:
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
         include = Include.parse(required_str(args, "pattern"))
-        path = resolve(root, unshown(optional_str(args, "path") or "."))
+        path = resolve_shown(root, optional_str(args, "path") or ".")
         ignored = optional_bool(args, "include_ignored")
         return Invocation(
             title=f"Find {include.pattern} in {shown(path)}",

@@ -26,8 +26,8 @@ from term2.app.tools.args import Arguments, optional_bool, optional_str, require
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
-from term2.app.tools.names import shown, unshown
-from term2.app.tools.paths import display, folder_of, resolve
+from term2.app.tools.names import shown
+from term2.app.tools.paths import display, folder_of, resolve_shown
 from term2.app.tools.search_walks import ORDER, First, check_top, engine, first_in_order, shown_under
 from term2.domain.footholds import is_secret_name
 from term2.domain.history import Location, ToolKind
@@ -110,7 +110,7 @@ class Grep:
             Include.parse(include) if include else None,
             optional_bool(args, "include_ignored"),
         )
-        path = resolve(root, unshown(optional_str(args, "path") or "."))
+        path = resolve_shown(root, optional_str(args, "path") or ".")
         return Invocation(
             title=f"Search {pattern!r} in {shown(path)}",
             access=Access.READ,
