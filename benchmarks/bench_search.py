@@ -155,7 +155,9 @@ CASES = [
     ("regex grep", ["-e", r"def handle_\d+7_request\("], "grep", r'{"pattern": "def handle_\\d+7_request\\("}'),
     ("glob `*.py`", ["--files", "-g", "*.py"], "glob", '{"pattern": "*.py"}'),
     ("whole-tree walk", ["--files"], "glob", '{"pattern": "**"}'),
-    ("list_dir of the root (marks)", ["--files", "--max-depth", "1"], "list_dir", "{}"),
+    ("list_dir of the root (marks) vs rg listing it", ["--files", "--max-depth", "1"], "list_dir", "{}"),
+    # The marks need what rg knows only after walking: whether each folder holds a file git could track.
+    ("list_dir of the root (marks) vs rg's walk", ["--files"], "list_dir", "{}"),
 ]
 
 
