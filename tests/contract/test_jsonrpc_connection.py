@@ -443,3 +443,37 @@ async def test_empty_batch_and_notification_only_batch() -> None:
         # a batch of notifications produces no reply at all
         assert await client.recv() == {"jsonrpc": "2.0", "id": 1, "result": {"echo": ["next"]}}
     assert seen == [{}]
+
+
+# -- lone surrogates (term2.domain.mended_text) ----------------------------------------
+
+
+async def test_lone_surrogates_reach_no_handler_and_the_id_is_echoed_exactly() -> None:
+    """A client's `"\\ud800"` is U+FFFD in what a handler, a notification or our own request receives; a
+    valid pair is kept; the id a reply carries back is the very one sent (the encoder escapes it again)."""
+    seen: list[Any] = []
+
+    async def note(params: Any) -> None:
+        seen.append(params)
+
+    dispatcher = TableDispatcher({"echo": echo}, notifications={"note": note}, batches=True)
+    async with running(dispatcher) as (connection, client, tg):
+        line = rb'{"jsonrpc":"2.0","id":"id-\ud800","method":"echo","params":{"k\udc00":["a\ud800b","\ud83d\ude00"]}}'
+        await client.send(line)
+        reply = await client.recv()
+        assert reply == {"jsonrpc": "2.0", "id": "id-\ud800", "result": {"echo": {"k\ufffd": ["a\ufffdb", "😀"]}}}
+        await client.send(rb'[{"jsonrpc":"2.0","id":7,"method":"echo","params":["\udfff"]}]')
+        assert await client.recv() == [{"jsonrpc": "2.0", "id": 7, "result": {"echo": ["\ufffd"]}}]
+        await client.send(rb'{"jsonrpc":"2.0","method":"note","params":{"text":"\ud800"}}')
+
+        answers: list[Any] = []
+
+        async def ask() -> None:
+            answers.append(await connection.request("fs/read_text_file", {"path": "/w/a"}))
+
+        tg.start_soon(ask)
+        sent = await client.recv()
+        await client.send(b'{"jsonrpc":"2.0","id":%d,"result":{"content":"x\\udc00y"}}' % sent["id"])
+        await anyio.wait_all_tasks_blocked()
+    assert seen == [{"text": "\ufffd"}]
+    assert answers == [{"content": "x\ufffdy"}]

@@ -11,6 +11,7 @@ A case that cannot apply to an adapter is skipped with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -297,6 +298,38 @@ async def test_parallel_tool_calls_are_reassembled(harness: Harness) -> None:
     assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
     last_ready = max(i for i, e in enumerate(events) if isinstance(e, ToolCallReady))
     assert all(not isinstance(e, TextDelta) for e in events[last_ready:])
+
+
+def _encodable(value: Any) -> None:
+    """Every str in a port event (a dataclass, maybe nested) encodes as UTF-8."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif dataclasses.is_dataclass(value):
+        for item in dataclasses.fields(value):
+            _encodable(getattr(value, item.name))
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _encodable(item)
+
+
+async def test_lone_surrogates_a_provider_escapes_arrive_mended(harness: Harness) -> None:
+    """JSON lets a provider send `"\\udc00"`; decoded, that is text no store or client can encode, and it
+    failed the turn. Each adapter hands over U+FFFD instead, in text, thoughts and a call's arguments (where
+    the wire escapes it once, as a JSON-escaping server cutting a pair would), and keeps a valid pair whole."""
+    http_only(harness, "no wire, so no JSON to decode")
+    reply = {
+        "thought": "hmm \ud800",
+        "text": "a\udc00 b \ud83d\ude00 c\ud800",
+        "tool_calls": [{"name": "read_file", "arguments": '{"path": "a\udc00.txt"}'}],
+    }
+    events = await collect(harness, reply)
+    assert "".join(e.text for e in _of(events, TextDelta)) == "a\ufffd b \U0001f600 c\ufffd"
+    assert "".join(e.text for e in _of(events, ThoughtDelta)) == "hmm \ufffd"
+    [ready] = _of(events, ToolCallReady)
+    assert json.loads(ready.call.arguments) == {"path": "a\ufffd.txt"}
+    for event in events:
+        _encodable(event)  # nothing UTF-8 cannot carry
+    assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
 
 
 async def test_tool_calls_with_finish_stop_report_tool_calls(harness: Harness) -> None:

@@ -38,8 +38,11 @@ class Adapter:
 
     def connect(self, server: StdioServer | None = None) -> AbstractAsyncContextManager[McpConnection]:
         return self.client.connect(
-            server or self.server, cwd=REPO, startup_timeout=20,
-            on_tools_changed=lambda: self.changed.append("changed"), on_closed=lambda: self.closed.append("closed"),
+            server or self.server,
+            cwd=REPO,
+            startup_timeout=20,
+            on_tools_changed=lambda: self.changed.append("changed"),
+            on_closed=lambda: self.closed.append("closed"),
         )
 
 
@@ -65,8 +68,14 @@ def _sdk(tmp_path: Path) -> Adapter:
 
 def _fake(_: Path) -> Adapter:
     server: FakeServer = standard_server()
-    return Adapter(FakeMcpClient({"fake": server}), StdioServer("fake", "unused"), server.hang_up,
-                   lambda: bool(server.cancelled), [], [])
+    return Adapter(
+        FakeMcpClient({"fake": server}),
+        StdioServer("fake", "unused"),
+        server.hang_up,
+        lambda: bool(server.cancelled),
+        [],
+        [],
+    )
 
 
 @pytest.fixture(params=[_sdk, _fake], ids=["sdk", "fake"])
@@ -139,3 +148,20 @@ async def test_a_server_that_dies_is_told_and_its_calls_raise_closed(adapter: Ad
         with pytest.raises(McpError) as caught:
             await connection.call_tool("echo", {"text": "dead"}, 10)
     assert caught.value.kind == "closed"
+
+
+async def test_lone_surrogates_a_server_escapes_arrive_mended_and_a_pair_whole() -> None:
+    """The SDK's JSON parser refuses `"\\ud800"`: the result was lost and the call waited for its timeout.
+    The adapter reads such a message again, each lone surrogate U+FFFD; a valid pair stays 😀."""
+    server = StdioServer("raw", sys.executable, ("-m", "tests.fakes.mcp_raw_server"), (("PYTHONPATH", REPO),))
+    expected = "lone \ufffd and \ufffd, pair \U0001f600"
+    adapter = Adapter(SdkMcpClient(), server, lambda: None, lambda: False, [], [])
+    async with adapter.connect() as connection:
+        [tool] = await connection.list_tools()
+        assert tool.description == f"Says: {expected}"
+        with anyio.fail_after(15):
+            result = await connection.call_tool("lone", {"text": "hi"}, 10)
+    assert result.parts == (TextPart(f"hi: {expected}"),) and not result.is_error
+    for part in result.parts:
+        assert isinstance(part, TextPart)
+        part.text.encode("utf-8")  # what the store and the wire take

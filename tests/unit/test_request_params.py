@@ -12,6 +12,9 @@ import pytest
 
 from term2.adapters.acp import params as p
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
+from term2.adapters.acp.mcp_servers import mcp_servers
+from term2.domain.content import TextBlock
+from term2.domain.mended_text import loads
 
 
 def _refusal(request: p.Request[Any], params: Any) -> str:
@@ -58,3 +61,51 @@ def test_prompt_blocks_are_checked_by_kind() -> None:
         p.prompt_blocks([{"type": "text"}])
     with pytest.raises(RpcError, match="'image' block, which term2 does not support"):
         p.prompt_blocks([{"type": "image", "data": ""}])
+
+
+def _mended(raw: str) -> Any:
+    """A value as the connection hands it over: decoded and mended (term2.domain.mended_text)."""
+    return loads(raw)
+
+
+@pytest.mark.parametrize(
+    ("request_", "params"),
+    [
+        (p.NEW_SESSION, r'{"cwd": "/w/caf\ud800"}'),
+        (p.LIST_SESSIONS, r'{"cwd": "/w\udc00"}'),
+        (p.RESUME_SESSION, r'{"sessionId": "s", "cwd": "\uDBFF/w"}'),
+    ],
+)
+def test_a_cwd_that_held_a_lone_surrogate_is_refused_not_guessed(request_: p.Request[Any], params: str) -> None:
+    """U+FFFD is a character a real directory may hold: the mended cwd is no path term2 may act on."""
+    message = _refusal(request_, _mended(params))
+    assert "cwd is not valid Unicode: it holds a lone surrogate" in message
+
+
+def test_a_cwd_with_a_valid_pair_or_a_real_u_fffd_is_a_path() -> None:
+    assert p.parse(p.NEW_SESSION, _mended(r'{"cwd": "/w/\ud83d\ude00"}'), "session/new")["cwd"] == "/w/😀"
+    assert p.parse(p.NEW_SESSION, _mended('{"cwd": "/w/\ufffd"}'), "session/new")["cwd"] == "/w/\ufffd"
+
+
+def test_mended_text_that_is_only_told_is_kept() -> None:
+    params = _mended(r'{"sessionId": "s", "prompt": [{"type": "text", "text": "hi \ud800"}], "_meta": {"k": "\udc00"}}')
+    args = p.parse(p.PROMPT, params, "session/prompt")
+    assert args["_meta"] == {"k": "\ufffd"}
+    assert p.prompt_blocks(args["prompt"]) == (TextBlock("hi \ufffd"),)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        r'{"name": "s", "command": "/bin/ser\ud800ver"}',
+        r'{"name": "s", "command": "/bin/server", "args": ["--root", "/w\udc00"]}',
+        r'{"name": "s", "command": "/bin/server", "env": [{"name": "HOME", "value": "/h\ud800"}]}',
+        r'{"type": "http", "name": "s", "url": "http://127.0.0.1:9/\ud800"}',
+        r'{"type": "http", "name": "s", "url": "http://x", "headers": [{"name": "t", "value": "\ud800"}]}',
+    ],
+)
+def test_an_mcp_server_entry_that_held_a_lone_surrogate_is_refused(entry: str) -> None:
+    with pytest.raises(RpcError) as refused:
+        mcp_servers([_mended(entry)], "session/new")
+    assert refused.value.code == INVALID_PARAMS and "lone surrogate" in refused.value.message
+    assert mcp_servers([_mended(r'{"name": "n\ud800", "command": "/bin/server"}')], "m")[0][0].name == "n\ufffd"

@@ -29,6 +29,7 @@ from term2.adapters.acp.errors import (
     ConnectionClosed,
     RpcError,
 )
+from term2.domain.mended_text import may_hold_lone_surrogates, mend
 from term2.ports.transport import LineTooLong, Transport
 
 if TYPE_CHECKING:
@@ -167,6 +168,9 @@ class JsonRpcConnection:
         except (ValueError, RecursionError) as exc:
             await self._send(error_reply(None, RpcError(PARSE_ERROR, f"Parse error: {exc}")))
             return
+        if may_hold_lone_surrogates(line):
+            for member in message if isinstance(message, list) else [message]:
+                _mend_all_but_id(member)
         if isinstance(message, list):
             if not self._dispatcher.batches_allowed():
                 await self._send(
@@ -181,9 +185,7 @@ class JsonRpcConnection:
         if reply is not None:
             await self._send(reply)
 
-    async def _on_message(
-        self, message: object, tg: TaskGroup, batch: list[Reply] | None
-    ) -> Reply | None:
+    async def _on_message(self, message: object, tg: TaskGroup, batch: list[Reply] | None) -> Reply | None:
         """Handle one message; return an immediate reply, or None when a task will answer."""
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             error = RpcError(INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 object")
@@ -315,6 +317,19 @@ class JsonRpcConnection:
                     replies.append(reply)
         if replies:
             await self._send(replies)
+
+
+def _mend_all_but_id(message: object) -> None:
+    """Each lone surrogate a client escaped (`"\\ud800"`) becomes U+FFFD, so no handler, store or log sees one
+    (`term2.domain.mended_text`); the id is left exactly as sent, since the reply must carry it back (the
+    encoder escapes it again)."""
+    if not isinstance(message, dict):
+        mend(message)
+        return
+    sent_id = message.get("id", _NO_ID)
+    mend(message)
+    if sent_id is not _NO_ID:
+        message["id"] = sent_id
 
 
 def _safe_id(message: object) -> RequestId:

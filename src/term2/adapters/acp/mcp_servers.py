@@ -34,8 +34,11 @@ class _Stdio(TypedDict):
     env: list[_NameValue] | None
 
 
+# What starts or reaches a server is never guessed at: a lone surrogate there is refused (params.parse).
 STDIO = Request[_Stdio](
-    {"name": STR, "command": STR}, {"args": {"type": "list", "items_schema": STR}, "env": NAME_VALUES}
+    {"name": STR, "command": STR},
+    {"args": {"type": "list", "items_schema": STR}, "env": NAME_VALUES},
+    names=frozenset({"command", "args", "env"}),
 )
 
 
@@ -45,7 +48,7 @@ class _Http(TypedDict):
     headers: list[_NameValue] | None
 
 
-HTTP = Request[_Http]({"name": STR, "url": STR}, {"headers": NAME_VALUES})
+HTTP = Request[_Http]({"name": STR, "url": STR}, {"headers": NAME_VALUES}, names=frozenset({"url", "headers"}))
 
 
 def _pairs(items: list[_NameValue] | None) -> tuple[tuple[str, str], ...]:

@@ -25,6 +25,7 @@ from pydantic_core import SchemaValidator, ValidationError
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 from term2.domain.content import ContentBlock, EmbeddedResource, ResourceLink, TextBlock
+from term2.domain.mended_text import MendedText, mend_text
 
 T = TypeVar("T")
 Schema = dict[str, Any]
@@ -42,9 +43,15 @@ class Request(Generic[T]):
     """The fields of one request object (wire names): those it requires, and optional ones (None when absent)."""
 
     def __init__(
-        self, required: Mapping[str, Schema], optional: Mapping[str, Schema] | None = None, meta: bool = True
+        self,
+        required: Mapping[str, Schema],
+        optional: Mapping[str, Schema] | None = None,
+        meta: bool = True,
+        names: frozenset[str] = frozenset(),
     ) -> None:
-        """``meta``: the object may carry ACP's ``_meta`` (an object or null), as every request does."""
+        """``meta``: the object may carry ACP's ``_meta`` (an object or null), as every request does.
+        ``names``: the fields that name something term2 acts on (a path), where mended text is refused."""
+        self.names = names
         optional = {**(optional or {}), **({"_meta": OBJECT} if meta else {})}
         self.required = frozenset(required)
         self.optional = frozenset(optional)
@@ -64,7 +71,8 @@ class NewSession(TypedDict):
     additionalDirectories: list[Any] | None
 
 
-NEW_SESSION = Request[NewSession]({"cwd": STR}, {"mcpServers": LIST, "additionalDirectories": LIST})
+CWD = frozenset({"cwd"})
+NEW_SESSION = Request[NewSession]({"cwd": STR}, {"mcpServers": LIST, "additionalDirectories": LIST}, names=CWD)
 
 
 class ListSessions(TypedDict):
@@ -72,7 +80,7 @@ class ListSessions(TypedDict):
     cursor: str | None
 
 
-LIST_SESSIONS = Request[ListSessions]({}, {"cwd": STR, "cursor": STR})
+LIST_SESSIONS = Request[ListSessions]({}, {"cwd": STR, "cursor": STR}, names=CWD)
 
 
 class ReplayFrom(TypedDict):
@@ -93,6 +101,7 @@ class ResumeSession(TypedDict):
 RESUME_SESSION = Request[ResumeSession](
     {"sessionId": STR, "cwd": STR},
     {"mcpServers": LIST, "additionalDirectories": LIST, "replayFrom": REPLAY_FROM.schema},
+    names=CWD,
 )
 
 
@@ -151,15 +160,14 @@ class _BlobResource(TypedDict):
 BLOB_RESOURCE = Request[_BlobResource]({"uri": STR, "blob": STR}, {"mimeType": STR})
 
 
-def _has_lone_surrogate(value: Any) -> bool:
-    """JSON may escape lone surrogates ("\\ud800"); they are not Unicode and no store can keep them."""
+def mended(value: Any) -> bool:
+    """Whether `value` holds a string the connection mended (a lone surrogate the client escaped, now U+FFFD),
+    or a lone surrogate still (params built in process, not read from the wire)."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
+            if isinstance(item, MendedText) or mend_text(item) is not item:
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())
@@ -170,8 +178,20 @@ def _has_lone_surrogate(value: Any) -> bool:
 
 
 def parse(request: Request[T], params: Any, method: str) -> T:
-    if _has_lone_surrogate(params):
-        raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: a string is not valid Unicode (lone surrogate)")
+    """The request's fields, checked; `params` come from the connection, which mended any lone surrogate.
+
+    Mended text is kept where it is only told (a prompt, `_meta`), but a field that names something to act
+    on (`Request.names`: a directory, a command to start) refuses it: U+FFFD is a character a real name may
+    hold, and term2 will not guess which one the client meant.
+    """
+    if isinstance(params, dict):
+        for name in sorted(request.names):
+            if mended(params.get(name)):
+                raise RpcError(
+                    INVALID_PARAMS,
+                    f"Invalid params for {method}: {name} is not valid Unicode: it holds a lone surrogate "
+                    f"(an unpaired \\ud800-\\udfff escape), and term2 will not guess what it names",
+                )
     try:
         return cast(T, request.validator.validate_python(params if params is not None else {}))
     except ValidationError as exc:

@@ -28,6 +28,7 @@ from term2.adapters.llm.provider_words import (
     says_unsupported,
 )
 from term2.adapters.llm.validation_errors import validation_detail
+from term2.domain.mended_text import loads, mend_text
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -79,7 +80,7 @@ class ProviderError:
     def __init__(
         self, message: str, code: str | None = None, type_: str | None = None, *, validation: bool = False
     ) -> None:
-        self.message, self.code, self.type = message, code, type_
+        self.message, self.code, self.type = mend_text(message), code, type_
         self.validation = validation
 
     @property
@@ -97,7 +98,7 @@ def parse_error_body(raw: bytes | str | Any) -> ProviderError:
     if isinstance(raw, (bytes, str)):
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         try:
-            data = json.loads(text)
+            data = loads(text)  # mended: the message is told to the user and kept in the session
         except ValueError:
             return ProviderError(_clean(text.strip().split("\n", 1)[0]))
     if isinstance(data, Mapping):

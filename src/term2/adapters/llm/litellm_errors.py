@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from term2.adapters.llm import retry_hints
 from term2.adapters.llm.provider_words import CONTEXT_CODES, QUOTA_CODE, says_quota, says_too_long
+from term2.domain.mended_text import mend_text
 from term2.domain.truncation import ELLIPSIS, keep_head
 from term2.ports.llm import (
     AuthenticationFailed,
@@ -193,11 +194,11 @@ def map_litellm_error(exc: BaseException, model: str, api_base: str | None = Non
         where = f" at {api_base}" if api_base else ""
         root = _transport_failure(inner) or inner
         head = template.format(model=model) + where
-        return port_error(f"{head}: {_detail(root) or 'connection failed'}")
+        return port_error(mend_text(f"{head}: {_detail(root) or 'connection failed'}"))
     status = _status(inner)
     head = template.format(model=model)
     if status is not None:
         head += f" (HTTP {status})"
     detail = _detail(inner)
-    message = f"{head}: {detail}" if detail else head
+    message = mend_text(f"{head}: {detail}" if detail else head)  # a provider's body may escape lone surrogates
     return port_error(message, status=status, retry_after=_retry_after(inner, detail))

@@ -34,6 +34,7 @@ from term2.adapters.llm.litellm_runtime import (
     preload,
     shutdown_litellm,
 )
+from term2.adapters.llm.mended_events import mended_event
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
@@ -146,15 +147,15 @@ class LiteLLMProvider:
                     raise map_litellm_error(exc, model, self._settings.api_base) from exc
                 for event in self._translate(chunk, state, self._settings.context_window):
                     said = True
-                    yield event
+                    yield mended_event(event)
             if not (said or state.calls or state.usage):
                 # litellm closes an empty event stream with a "stop" chunk of its own making: no answer at all,
                 # which llama-cpp-python sends for a prompt over its context (the agent loop decides).
                 raise IncompleteResponse(f"Provider error from {model}: the response was empty", empty=True)
             for reasoning in state.reasoning.ready():
-                yield reasoning
+                yield mended_event(reasoning)
             for ready in state.calls.ready():
-                yield ready
+                yield mended_event(ready)
             if state.usage is not None:
                 yield state.usage
             yield Finished(finish_reason(state.finish, bool(state.calls)))

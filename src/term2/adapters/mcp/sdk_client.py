@@ -34,7 +34,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic_core import ValidationError
 
+from term2.domain.mended_text import loads, may_hold_lone_surrogates
 from term2.ports.mcp import (
     HttpServer,
     McpError,
@@ -149,10 +151,31 @@ async def _relay(
     try:
         async with out:
             async for item in read:
-                await out.send(item)
+                await out.send(_mended(item))
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         pass
     on_closed()
+
+
+def _mended(item: SessionMessage | Exception) -> SessionMessage | Exception:
+    """A message the SDK could not read only because it escapes a lone surrogate, read with each one mended.
+
+    The SDK reads JSON with pydantic's parser, which refuses `"\\ud800"`: the line becomes an error the
+    session only logs, and the call it answers waits for its timeout, its result lost. A server's text is
+    not the place for a lone surrogate, but it is the server's answer: read again with Python's decoder,
+    each becomes U+FFFD (`term2.domain.mended_text`), and the result arrives. (A JSON body over HTTP that
+    fails so reaches term2 only as the SDK's -32700 error, which the call reports.)
+    """
+    if not isinstance(item, ValidationError):
+        return item
+    problems = item.errors()
+    raw = problems[0].get("input") if len(problems) == 1 and problems[0]["type"] == "json_invalid" else None
+    if not isinstance(raw, (str, bytes)) or not may_hold_lone_surrogates(raw):
+        return item
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(loads(raw), by_name=False))
+    except (ValueError, RecursionError):  # not JSON for another reason too, or not a JSON-RPC message
+        return item
 
 
 class SdkConnection:

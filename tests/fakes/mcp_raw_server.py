@@ -1,0 +1,56 @@
+"""A stdio MCP server written by hand, to send what the official SDK never would: lone surrogates.
+
+JSON may escape a lone UTF-16 surrogate (`"\\ud800"`), and a server in another language (or one that
+cuts a string between the halves of a pair) can send one. The SDK's server cannot: its serializer
+refuses such a str. This one writes its JSON with Python's encoder, which escapes it, so a test can
+check what term2 makes of it: the tool's description and every result carry `\\ud800` (lone), `\\udc00`
+(lone) and `\\ud83d\\ude00` (a valid pair, 😀).
+
+Run as ``python -m tests.fakes.mcp_raw_server``. It answers `initialize`, `tools/list` (one tool,
+``lone``, which takes ``text``), `tools/call` and `ping`; notifications are read and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+LONE = "lone \ud800 and \udc00, pair \U0001f600"  # json.dumps writes \ud800, \udc00 and \ud83d\ude00
+
+
+def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
+    method, request_id = request.get("method"), request.get("id")
+    if request_id is None:
+        return None  # a notification
+    if method == "initialize":
+        result: dict[str, Any] = {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw-mcp", "version": "1"},
+        }
+    elif method == "tools/list":
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        result = {"tools": [{"name": "lone", "description": f"Says: {LONE}", "inputSchema": schema}]}
+    elif method == "tools/call":
+        text = request["params"].get("arguments", {}).get("text", "")
+        result = {"content": [{"type": "text", "text": f"{text}: {LONE}"}], "isError": False}
+    elif method == "ping":
+        result = {}
+    else:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method}"}}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = _answer(json.loads(line))
+        if reply is not None:
+            sys.stdout.write(json.dumps(reply) + "\n")  # ensure_ascii: the lone surrogates go out escaped
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
