@@ -18,7 +18,7 @@ import anyio
 import structlog
 
 from term2.app.tools.base import Invocation
-from term2.app.tools.names import shown
+from term2.app.tools.names import said, shown
 from term2.domain.approval import (
     PERMISSION_KINDS,
     OptionKind,
@@ -27,7 +27,7 @@ from term2.domain.approval import (
 )
 from term2.domain.history import ToolCall
 from term2.domain.workspace import Access, Workspace, is_git_metadata, is_instruction_file, is_within
-from term2.ports.approval import ApprovalRequest, DenialReason
+from term2.ports.approval import ApprovalRequest, CommandSubject, DenialReason
 from term2.ports.tools import ToolContext
 
 log = structlog.get_logger("term2.approval")
@@ -157,13 +157,14 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
     revision = ctx.interaction.current()
     if revision is None or not options:
         return "no_interaction"  # e.g. a run_code program's nested call after its prompt ended
-    request = ApprovalRequest(
+    command = invocation.command
+    request = ApprovalRequest(  # text a client can parse: a lone surrogate left in a command is its escape
         session_id=ctx.session_id,
         tool_call=pending,
-        title=approval_title(invocation, asked),
-        description=approval_description(invocation, workspace.root, asked),
+        title=said(approval_title(invocation, asked)),
+        description=said(approval_description(invocation, workspace.root, asked)),
         options=options,
-        command=invocation.command,
+        command=None if command is None else CommandSubject(said(command.command), said(command.cwd)),
     )
     try:
         decision = await ctx.approver.request(request)

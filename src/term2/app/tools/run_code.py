@@ -19,6 +19,7 @@ from anyio.abc import UNIXSocketStream
 from term2.app.tools.args import ArgumentError, Arguments, optional_number, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.bridge import Bridge
+from term2.app.tools.names import shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
@@ -79,9 +80,9 @@ class RunCode:
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
-            locations=(Location(cwd),),
+            locations=(Location(shown(cwd)),),
             run=partial(self._run, code, cwd, timeout, network),
-            command=CommandSubject(f"python3 <program: {len(code.splitlines())} lines>", cwd),
+            command=CommandSubject(f"python3 <program: {len(code.splitlines())} lines>", shown(cwd)),
             network=network,
         )
 
