@@ -1,7 +1,8 @@
-"""What the walks of the workspace before and after each command cost, by tree size (ADR 0005, 0010, 0031).
+"""What the walks of the workspace before and after each command cost, by tree size (ADR 0005, 0010, 0031, 0033).
 
 Usage: python benchmarks/bench_sandbox_scan.py [--sizes 10000,100000,500000,1500000] [--runs 9]
                                                [--dir /var/cache] [--owner UID] [--wide]
+                                               [--watchers fanotify,inotify]
 
 For each size, a monorepo-shaped tree of about that many entries is made under
 --dir with bare os.mkdir/os.open calls (9 packages whose node_modules hold
@@ -13,6 +14,11 @@ timed, median of --runs warm runs:
 - the first command (`true` through BubblewrapSandbox: the full walk that sets up the watches);
 - a warm `true` command, and the same in an empty workspace: the difference is what the walks
   cost a command now; and the walks alone (the scan before and after, as the sandbox makes them).
+The first command and the warm ones are measured once per watcher of --watchers (fanotify, one
+mark per file system, takes root; inotify, a watch per folder, falls back to full walks past
+fs.inotify.max_user_watches), each with a sandbox of its own: the "watcher" column says which one
+the tree was kept with ("none": walked in full every time). Past the fallback the warm runs are
+cut to 2 (each costs two full walks).
 The tree is removed before the next size is made. Run as root, the tree is
 root-owned (the sandbox maps to host root and the walks also look for setid
 files) unless --owner gives it to another uid (bwrap then runs as it).
@@ -37,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from term2.adapters.sandbox import BubblewrapSandbox
 from term2.adapters.sandbox.tree_scan import scan_tree
+from term2.adapters.sandbox.watched_tree import WATCHERS
 from term2.ports.sandbox import CommandRequest
 
 
@@ -96,8 +103,8 @@ async def time_true(sandbox: BubblewrapSandbox, root: str) -> float:
     return elapsed
 
 
-async def measure(sandbox: BubblewrapSandbox, base: Path, size: int, args: argparse.Namespace) -> str:
-    runs, owner = args.runs, args.owner
+async def measure(base: Path, size: int, args: argparse.Namespace, empty: dict[str, float]) -> list[str]:
+    owner = args.owner
     if size:
         made = time.perf_counter()
         make_tree(base, size, args.wide)
@@ -110,20 +117,32 @@ async def measure(sandbox: BubblewrapSandbox, base: Path, size: int, args: argpa
     start = time.perf_counter()
     full = scan_tree(root, limit=10_000_000, setid=host_root)
     full_ms = (time.perf_counter() - start) * 1000
-    first_ms = await time_true(sandbox, root) * 1000
-    warm = [await time_true(sandbox, root) for _ in range(runs)]
-    trees = sandbox.trees
-    walks = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        trees.scan(root, setid=host_root)
-        trees.scan(root, setid=host_root)
-        walks.append(time.perf_counter() - start)
-    listed = max(list(trees.tree(root).history)[1:])
-    return (
-        f"| {full.entries:,} | {full.listed:,} | {full_ms:,.0f} | {first_ms:,.0f} | {median_ms(warm):.1f} | "
-        f"{median_ms(walks):.2f} | {listed} |"
-    )
+    rows = []
+    for kind in args.watchers.split(","):
+        sandbox = BubblewrapSandbox()
+        sandbox.trees.watchers = (kind,)
+        first_ms = await time_true(sandbox, root) * 1000
+        trees = sandbox.trees
+        watcher = trees.tree(root).watcher or "none"
+        runs = args.runs if watcher != "none" else min(args.runs, 2)
+        warm = [await time_true(sandbox, root) for _ in range(runs)]
+        walks = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            trees.scan(root, setid=host_root)
+            trees.scan(root, setid=host_root)
+            walks.append(time.perf_counter() - start)
+        listed = max(list(trees.tree(root).history)[1:])
+        trees.close()
+        warm_ms = median_ms(warm)
+        if size == 0:
+            empty[kind] = warm_ms
+        over = warm_ms - empty.get(kind, warm_ms)
+        rows.append(
+            f"| {full.entries:,} | {full.listed:,} | {watcher} | {full_ms:,.0f} | {first_ms:,.0f} | {warm_ms:.1f} | "
+            f"{over:+.1f} | {median_ms(walks):.2f} | {listed:,} |"
+        )
+    return rows
 
 
 async def main() -> None:
@@ -133,19 +152,21 @@ async def main() -> None:
     parser.add_argument("--dir", default="/var/cache" if os.access("/var/cache", os.W_OK) else None)
     parser.add_argument("--owner", type=int, default=None)
     parser.add_argument("--wide", action="store_true")
+    parser.add_argument("--watchers", default=",".join(WATCHERS))
     args = parser.parse_args()
-    sandbox = BubblewrapSandbox()
-    status = await sandbox.status()
+    status = await BubblewrapSandbox().status()
     assert status.available, status.detail
     print(
-        "| entries | folders | full walk (ms) | first command (ms) | warm `true` (ms) "
-        "| both walks of a warm command (ms) | most folders listed by a warm walk |"
+        "| entries | folders | watcher | full walk (ms) | first command (ms) | warm `true` (ms) "
+        "| over an empty workspace (ms) | both walks of a warm command (ms) | most folders listed by a warm walk |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    empty: dict[str, float] = {}
     for size in [0, *(int(s) for s in args.sizes.split(","))]:
         base = Path(tempfile.mkdtemp(prefix="term2-bench-scan-", dir=args.dir))
         try:
-            print(await measure(sandbox, base, size, args), flush=True)
+            for row in await measure(base, size, args, empty):
+                print(row, flush=True)
         finally:
             shutil.rmtree(base)
 
