@@ -173,6 +173,9 @@ class Fanotify:
                 data = os.read(self.fd, _READ_SIZE)
             except BlockingIOError:
                 return
+            except OSError as exc:
+                self._lost = f"fanotify read failed: {exc}"
+                return
             if self._lost is None:
                 self._lost = self._take(data)
                 if self._lost is None and len(self._pending) > PENDING_MAX:
