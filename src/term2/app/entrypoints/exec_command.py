@@ -14,6 +14,7 @@ a line on stderr and nothing on stdout.
 from __future__ import annotations
 
 import os
+import select
 import stat
 import sys
 from collections.abc import Mapping
@@ -82,25 +83,48 @@ def settings_for(options: ExecOptions, env: Mapping[str, str]) -> Settings:
 STDIN_LIMIT = 4 * 1024 * 1024
 
 
+CONTEXT_WAIT_S = 3.0
+
+
 def read_prompt(given: str | None) -> str:
     """The prompt: the argument, stdin for `-` or none, or the argument followed by what was piped in.
 
     `git diff | term2 exec "review this"` means the diff is the prompt's
     context, as other agents' one-shot modes read it; only a pipe or a file
-    is read then (a terminal, /dev/null or a socket left open is not), so a
-    script whose stdin never ends does not hang for it.
+    is read then (a terminal, /dev/null or a socket left open is not). A pipe
+    is read only once something (or its end) arrives within CONTEXT_WAIT_S:
+    a caller that runs term2 with a pipe it never writes or closes (an
+    agent's shell tool, a CI step) would otherwise wait forever, without a
+    word, for input that never comes (ADR 0029).
     """
-    if given is None or given == "-":
-        if given is None and sys.stdin.isatty():
-            refuse('no prompt: give one (term2 exec "explain this repository") or pipe it in')
-        given = _read_stdin()
-    elif _piped_in():
-        context = _read_stdin()
-        if context.strip():
-            given = f"{given}\n\n{context}"
+    try:
+        if given is None or given == "-":
+            if given is None and sys.stdin.isatty():
+                refuse('no prompt: give one (term2 exec "explain this repository") or pipe it in')
+            given = _read_stdin()
+        elif _piped_in() and _something_piped():
+            context = _read_stdin()
+            if context.strip():
+                given = f"{given}\n\n{context}"
+    except KeyboardInterrupt:  # Ctrl-C while waiting for stdin: nothing ran
+        exit_now(exit_status.CANCELLED)
     if not given.strip():
         refuse("the prompt is empty")
     return given
+
+
+def _something_piped() -> bool:
+    """Whether a file, or a pipe that gave a byte or its end within CONTEXT_WAIT_S, is on stdin; says so if not."""
+    fd = sys.stdin.fileno()
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return True  # a file has an end
+    ready, _, _ = select.select([fd], [], [], CONTEXT_WAIT_S)
+    if not ready:
+        _say(
+            f"stdin is a pipe that gave nothing within {CONTEXT_WAIT_S:g} s, so it is not read; "
+            "going on with the prompt alone (give `< /dev/null` when nothing is piped in)"
+        )
+    return bool(ready)
 
 
 def _piped_in() -> bool:
