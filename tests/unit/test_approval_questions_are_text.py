@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from term2.adapters.acp.approval_bridge import v1_params, v2_params
+from term2.app.tools.gate import ESCAPED_NOTE
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import ApprovalRequest
 from tests.fakes.approvers import REJECTED, FixedApprover
@@ -61,3 +62,22 @@ async def test_a_command_holding_a_name_from_os_listdir_is_asked_about_as_text(t
     assert request.command is not None
     assert request.command.command == "cat caf\\xe9.txt"
     assert "cat caf\\xe9.txt" in request.title
+
+
+async def test_a_question_naming_an_escaped_name_says_it_is_escaped(tmp_path: Path) -> None:
+    """`a\\\\b/.env` is how the tools show the folder `a\\b`; read literally it is another folder, which a
+    repository may hold too, so a question using the escaped form says how to read it."""
+    h = new_harness(tmp_path)
+    h.approver.answer = REJECTED
+    for folder in ("a\\b", "a\\\\b"):  # the real folder, and one named as the first is shown
+        (h.root / folder).mkdir()
+        (h.root / folder / ".env").write_text("KEY=1\n")
+    (h.root / ".env").write_text("KEY=2\n")
+
+    await h.call("read_file", path="a\\\\b/.env")
+    await h.call("read_file", path=".env")
+
+    escaped, plain = h.approver.requests
+    assert escaped.title == f"Allow reading {h.root}/a\\\\b/.env?"
+    assert escaped.description is not None and escaped.description.endswith(ESCAPED_NOTE)
+    assert plain.description is not None and "escaped" not in plain.description

@@ -19,6 +19,7 @@ import pytest
 
 from term2.adapters.store.codec import decode_entry, encode_entry
 from term2.app.tools.edit import EditFile, MultiEdit, WriteFile
+from term2.app.tools.gate import ESCAPED_NOTE
 from term2.app.tools.lifecycle import told
 from term2.app.tools.names import said, shown
 from term2.app.tools.patch import ApplyPatch
@@ -160,7 +161,7 @@ async def test_an_approval_question_names_a_byte_path_as_shown(h: Harness) -> No
     await h.call("edit_file", path=f"{h.outside}/{ESCAPED}", old_string="outside", new_string="allowed")
     [question] = h.approver.requests
     assert question.title == f"Allow editing {h.outside}/{ESCAPED}?"
-    assert question.description == f"{h.outside}/{ESCAPED} is outside the workspace root {h.root}."
+    assert question.description == f"{h.outside}/{ESCAPED} is outside the workspace root {h.root}." + ESCAPED_NOTE
     assert question.tool_call.title == f"Edit {h.outside}/{ESCAPED}"
     assert _read(target) == b"allowed\n"
     _storable(h)

@@ -112,6 +112,19 @@ def approval_description(invocation: Invocation, root: str, asked: Access | None
     return f"{name} may hold secrets (.env); its contents would be sent to the model's provider."
 
 
+ESCAPED_NOTE = (
+    " The name is written escaped, as term2's tools show names: each `\\\\` is one backslash and each "
+    "`\\xNN` one byte (or control character) of the real name."
+)
+
+
+def escaped_note(invocation: Invocation) -> str:
+    """Says the question's name is escaped (names.py), when it is: a file named `a\\b` is another one."""
+    if invocation.remote is not None or invocation.command is not None:
+        return ""
+    return ESCAPED_NOTE if shown(invocation.target) != invocation.target else ""
+
+
 def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     """The access the user must allow before the call may run, or None: the one question, asked the same way
     everywhere (before asking, before running calls side by side, before preparing a preview of the change).
@@ -162,7 +175,7 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
         session_id=ctx.session_id,
         tool_call=pending,
         title=said(approval_title(invocation, asked)),
-        description=said(approval_description(invocation, workspace.root, asked)),
+        description=said(approval_description(invocation, workspace.root, asked) + escaped_note(invocation)),
         options=options,
         command=None if command is None else CommandSubject(said(command.command), said(command.cwd)),
     )
