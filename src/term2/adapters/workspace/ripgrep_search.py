@@ -49,6 +49,10 @@ class RipgrepWorkspaceSearch:
         return await self._run([*ripgrep.BASE_ARGS, *LINE_ARGS, *args, "-e", query.pattern], walk, place, stream.feed)
 
     async def _run(self, args: list[str], walk: Walk, place: ripgrep.Place, feed: Callable[[bytes], bool]) -> WalkEnd:
+        if any("\0" in arg for arg in args):  # no argv holds one: refused here, as rg refuses what it cannot read
+            return WalkEnd(
+                complaint="a pattern or glob cannot hold a NUL character (a regular expression can say \\x00)"
+            )
         if walk.ordered:
             args = [*args, "--sort", "path"]
         try:
