@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from term2.app.clock import new_session_id, utc_now
 from term2.app.instructions import ProjectInstructions
 from term2.app.mcp.servers import McpSessions, Notify
+from term2.app.tools.names import shown
 from term2.app.turn import Turn
 from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
@@ -49,12 +50,24 @@ def filter_cwd(cwd: object) -> str:
 
 
 def canonical_cwd(cwd: object) -> str:
-    """Validate a client-supplied workspace cwd and return its realpath."""
+    """Validate a client-supplied workspace cwd and return its realpath.
+
+    A folder whose path is not UTF-8 (`term2 exec` run in `caf\\xe9/`, or a link
+    to it) is refused by name: sessions are kept and listed by their folder as
+    text, which has no exact form for it (ADR 0034).
+    """
     real = os.path.realpath(_absolute(cwd))
     if not os.path.exists(real):
-        raise InvalidInput(f"cwd does not exist: {cwd}")
+        raise InvalidInput(f"cwd does not exist: {shown(str(cwd))}")
     if not os.path.isdir(real):
-        raise InvalidInput(f"cwd is not a directory: {cwd}")
+        raise InvalidInput(f"cwd is not a directory: {shown(str(cwd))}")
+    try:
+        real.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"cwd {shown(real)} cannot be a workspace: its path is not UTF-8, and sessions are kept by their "
+            "folder's path as text; rename the folder or open one whose path is UTF-8"
+        ) from None
     return real
 
 
@@ -184,7 +197,6 @@ class SessionService:
 
     def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         return self._store.history(session_id)
-
 
     async def close(self, session_id: str) -> bool:
         """Cancel active work, wait for it to settle, then release the session.
