@@ -189,7 +189,7 @@ class NoTerminalApprover:
 
     async def request(self, request: ApprovalRequest) -> ApprovalDecision:
         self._errors.write(
-            f"term2: refused without asking (no terminal to ask on): {request.title} "
+            f"term2: refused without asking (no terminal to ask on): {shown(request.title)} "
             "Approvals are asked only on a terminal; run term2 exec on one to answer them.\n"
         )
         self._errors.flush()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from term2.adapters.terminal.drawing import shown
 from term2.adapters.terminal.view import Ended
 from term2.domain.turn import StopReason
 from term2.ports.updates import MessageChunk, SessionEvent, WholeMessage
@@ -29,7 +30,7 @@ class FinalTextView:
             self._text.append(event.text)
 
     def notice(self, text: str) -> None:
-        self._errors.write(f"term2: {text}\n")
+        self._errors.write(f"term2: {shown(text)}\n")  # stderr is often the terminal
         self._errors.flush()
 
     def finish(self, ended: Ended) -> None:

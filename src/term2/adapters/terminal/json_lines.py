@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
+from term2.adapters.terminal.drawing import shown
 from term2.adapters.terminal.view import Ended
 from term2.domain.turn import StopReason
 from term2.domain.usage import CURRENCY
@@ -54,7 +55,7 @@ class JsonLinesView:
             self._line({"type": "update", "sessionId": session_id, "update": update})
 
     def notice(self, text: str) -> None:
-        self._errors.write(f"term2: {text}\n")
+        self._errors.write(f"term2: {shown(text)}\n")  # stderr is often the terminal
         self._errors.flush()
 
     def finish(self, ended: Ended) -> None:
