@@ -332,6 +332,25 @@ async def test_lone_surrogates_a_provider_escapes_arrive_mended(harness: Harness
     assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
 
 
+async def test_a_pair_a_provider_splits_across_two_events_is_joined(harness: Harness) -> None:
+    """A server cutting text by UTF-16 units sends `"ab\\ud83d"` then `"\\ude00cd"`: each event holds a lone
+    half, and the two are joined into 😀 (in text and in a call's argument fragments), not two U+FFFD."""
+    http_only(harness, "no wire, so no JSON to decode")
+    split = "ab\ud83d\ude00cd"  # two code points for one character: the halves land in different events
+    reply = {
+        "text": split,
+        "chunks": 2,
+        "tool_calls": [{"name": "read_file", "arguments": '{"path": "' + split + '"}'}],
+        "arg_chunks": 2,
+    }
+    events = await collect(harness, reply)
+    texts = [e.text for e in _of(events, TextDelta)]
+    assert "".join(texts) == "ab\U0001f600cd", texts
+    [ready] = _of(events, ToolCallReady)
+    assert json.loads(ready.call.arguments) == {"path": "ab\U0001f600cd"}
+    assert _assert_one_finished_last(events) is FinishReason.TOOL_CALLS
+
+
 async def test_tool_calls_with_finish_stop_report_tool_calls(harness: Harness) -> None:
     reply = {"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}], "finish": "stop"}
     events = await collect(harness, reply)

@@ -41,6 +41,12 @@ def test_every_string_of_a_value_is_mended_keys_included_in_order() -> None:
     json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
+def test_halves_side_by_side_in_a_text_put_together_are_joined() -> None:
+    """Two pieces decoded apart (a tool call's argument fragments) may each end or start with a half."""
+    assert mend_text("a\ud83d" + "\ude00b") == "a\U0001f600b"
+    assert mend_text("\ud83d\ud83d\ude00\ude00") == "\ufffd\U0001f600\ufffd"
+
+
 def test_mended_strings_are_marked_and_untouched_ones_are_the_same_objects() -> None:
     value = loads(r'{"text": "a\ud800", "cwd": "/w", "pair": "\ud83d\ude00"}')
     assert isinstance(value["text"], MendedText)

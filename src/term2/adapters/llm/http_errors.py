@@ -80,12 +80,17 @@ class ProviderError:
     def __init__(
         self, message: str, code: str | None = None, type_: str | None = None, *, validation: bool = False
     ) -> None:
-        self.message, self.code, self.type = mend_text(message), code, type_
+        # Mended: a provider's body may escape a lone surrogate, and the message is told and stored.
+        self.message, self.code, self.type = mend_text(message), _mended(code), _mended(type_)
         self.validation = validation
 
     @property
     def tags(self) -> set[str]:
         return {t for t in (self.code, self.type) if t}
+
+
+def _mended(text: str | None) -> str | None:
+    return None if text is None else mend_text(text)
 
 
 def _clean(text: str) -> str:

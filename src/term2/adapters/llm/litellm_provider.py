@@ -34,7 +34,7 @@ from term2.adapters.llm.litellm_runtime import (
     preload,
     shutdown_litellm,
 )
-from term2.adapters.llm.mended_events import mended_event
+from term2.adapters.llm.mended_events import StreamMender
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
@@ -135,6 +135,7 @@ class LiteLLMProvider:
         except Exception as exc:  # litellm raises many unrelated types; map them all
             raise map_litellm_error(exc, model, self._settings.api_base) from exc
         state = _StreamState()
+        mender = StreamMender()  # litellm decodes the JSON: its strings are mended here (ADR 0035)
         try:
             chunks = response.__aiter__()
             said = False
@@ -147,18 +148,19 @@ class LiteLLMProvider:
                     raise map_litellm_error(exc, model, self._settings.api_base) from exc
                 for event in self._translate(chunk, state, self._settings.context_window):
                     said = True
-                    yield mended_event(event)
+                    for mended in mender.feed(event):
+                        yield mended
             if not (said or state.calls or state.usage):
                 # litellm closes an empty event stream with a "stop" chunk of its own making: no answer at all,
                 # which llama-cpp-python sends for a prompt over its context (the agent loop decides).
                 raise IncompleteResponse(f"Provider error from {model}: the response was empty", empty=True)
-            for reasoning in state.reasoning.ready():
-                yield mended_event(reasoning)
-            for ready in state.calls.ready():
-                yield mended_event(ready)
+            closing: list[LLMEvent] = [*state.reasoning.ready(), *state.calls.ready()]
             if state.usage is not None:
-                yield state.usage
-            yield Finished(finish_reason(state.finish, bool(state.calls)))
+                closing.append(state.usage)
+            closing.append(Finished(finish_reason(state.finish, bool(state.calls))))
+            for event in closing:
+                for mended in mender.feed(event):
+                    yield mended
         finally:
             # Closing (not just dropping) the wrapper is what releases the HTTP stream;
             # litellm shields this await, so it also runs inside a cancelled scope.

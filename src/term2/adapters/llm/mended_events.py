@@ -1,10 +1,13 @@
-"""Port events with no lone surrogate in their text, for the path whose JSON litellm decodes.
+"""Port events with no lone surrogate in their text: every adapter's stream passes through a `StreamMender`.
 
-The native wires mend each event's JSON as they decode it (`sse.event_json`); litellm
-decodes its providers' JSON itself and hands over objects, so their strings are mended
-here, one event at a time, before they leave the adapter (`term2.domain.mended_text`).
-A string without a lone surrogate is kept as it is (one regex search), and so is an
-event none of whose strings changed.
+A provider may escape a lone surrogate in its JSON (`"\\udc00"`), which decodes to text no store or
+client can encode (ADR 0035). Mending happens on the port's events rather than on each decoded chunk,
+for two reasons: litellm decodes its providers' JSON itself and hands over objects, and a server that
+cuts its text by UTF-16 units (a JavaScript one slicing a string) can split a pair across two deltas,
+each then holding one lone half. A delta ending in a high surrogate keeps it back until the next delta
+of its kind, which joins it to its low half; a tool call's arguments are mended once whole, so their
+fragments join the same way (`mend_text`). A string without a lone surrogate is kept as it is (one
+regex search), and so is an event none of whose strings changed.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import replace
 
 from term2.domain.mended_text import mend_text
 from term2.ports.llm import LLMEvent, ReasoningReady, TextDelta, ThoughtDelta, ToolCallReady
+
+Delta = TextDelta | ThoughtDelta
 
 
 def mended_event(event: LLMEvent) -> LLMEvent:
@@ -35,3 +40,36 @@ def mended_event(event: LLMEvent) -> LLMEvent:
             return event
         return ReasoningReady(replace(block, text=text, signature=signature))
     return event
+
+
+class StreamMender:
+    """Mends one stream's events in order; a pair split across two deltas of one kind is joined, not lost.
+
+    A held half goes out as U+FFFD with the first event of another sort (a tool call, the usage, the
+    `Finished` that always ends a stream), so nothing is held past the end and the order is kept.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[type[Delta], str] = {}
+
+    def feed(self, event: LLMEvent) -> list[LLMEvent]:
+        if isinstance(event, (TextDelta, ThoughtDelta)):
+            return self._delta(event)
+        return [*self._release(), mended_event(event)]
+
+    def _delta(self, event: Delta) -> list[LLMEvent]:
+        kind = type(event)
+        held = self._held.pop(kind, "")
+        text = held + event.text
+        if text and "\ud800" <= text[-1] <= "\udbff":  # a high half: its low half may open the next delta
+            self._held[kind] = text[-1]
+            text = text[:-1]
+        if not text:
+            return []
+        mended = mend_text(text)
+        return [event] if mended is event.text else [kind(mended)]
+
+    def _release(self) -> list[LLMEvent]:
+        out: list[LLMEvent] = [kind(mend_text(text)) for kind, text in self._held.items()]
+        self._held.clear()
+        return out

@@ -23,6 +23,7 @@ import httpx
 import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
+from term2.adapters.llm.mended_events import StreamMender
 from term2.adapters.llm.sse import SSEDecoder, SSEEvent, event_json
 from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
 
@@ -114,11 +115,13 @@ async def stream_events(
     silently truncated reply.
     """
     seen = 0
+    mender = StreamMender()  # no lone surrogate leaves the adapter; a pair split across deltas is joined
     async with aclosing(http.events(url, headers, body)) as events:
         async for event in events:
             seen += 1
             for item in state.feed_sse(event):
-                yield item
+                for mended in mender.feed(item):
+                    yield mended
             if state.ended:
                 break
         if state.ended:
@@ -134,7 +137,8 @@ async def stream_events(
             f"Provider error from {model}: the stream ended before the response was complete", empty=False
         )
     for item in state.finish_events():
-        yield item
+        for mended in mender.feed(item):
+            yield mended
 
 
 class SSEClient:

@@ -11,10 +11,10 @@ free of an SDK. See https://html.spec.whatwg.org/multipage/server-sent-events.ht
 from __future__ import annotations
 
 import codecs
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from term2.domain.mended_text import loads
 from term2.ports.llm import LLMError
 
 __all__ = ["DONE", "SSEDecoder", "SSEEvent", "event_json"]
@@ -105,11 +105,11 @@ class SSEDecoder:
 def event_json(data: str, model: str) -> dict[str, Any]:
     """One SSE event's JSON object; a non-object is empty, unreadable data a provider error.
 
-    A lone surrogate the provider escaped (`"\\udc00"` in a text delta or a tool call's arguments) is
-    mended to U+FFFD here, so no text that UTF-8 cannot encode reaches the turn (`term2.domain.mended_text`).
+    A lone surrogate the provider escaped (`"\\udc00"`) is left in: a pair split across two events is
+    joined, and every lone one mended, on the port's events (`stream_events`, `mended_events`, ADR 0035).
     """
     try:
-        payload = loads(data)
+        payload = json.loads(data)
     except ValueError as exc:
         raise LLMError(f"Provider error from {model}: unreadable stream data {data[:80]!r}") from exc
     return payload if isinstance(payload, dict) else {}
