@@ -6,7 +6,9 @@ with a line break. Python carries such bytes as lone surrogates
 every name a search tool shows goes through `shown`. A name that is valid
 UTF-8 and holds no backslash or control character is shown as it is; any
 other is escaped whole: each backslash doubled, each byte that is not part
-of valid UTF-8 text, and each control character, written `\\xNN`. A shown
+of valid UTF-8 text, and each control character, written `\\xNN`; a C1
+control or a character that breaks a line or reorders text (U+2028, U+202E…)
+is written as its UTF-8 bytes (`\\xe2\\x80\\xae`), so it reads back the same. A shown
 name holding a backslash is therefore always an escaped one, and `unshown`
 turns it back into the exact bytes (as a surrogateescape str).
 
@@ -29,7 +31,11 @@ from __future__ import annotations
 import os
 import re
 
-_NEEDS_ESCAPE = re.compile(r"[\\\x00-\x1f\x7f\udc80-\udcff]")
+# C1 controls, and the characters that break a line or reorder what is shown around them (bidi controls):
+# a name must not draw a line of its own, or read backwards, in a question an editor or a terminal shows.
+_LAYOUT = "\x80-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_NEEDS_ESCAPE = re.compile(f"[\\\\\x00-\x1f\x7f\udc80-\udcff{_LAYOUT}]")
+_LAYOUT_CHAR = re.compile(f"[{_LAYOUT}]")
 _ESCAPED = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -48,6 +54,8 @@ def shown(name: str | bytes) -> str:
             out.append(f"\\x{code - 0xDC00:02x}")
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
+        elif _LAYOUT_CHAR.match(char):
+            out.append("".join(f"\\x{byte:02x}" for byte in char.encode("utf-8")))
         else:
             out.append(char)
     return "".join(out)
