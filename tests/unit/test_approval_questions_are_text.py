@@ -81,3 +81,20 @@ async def test_a_question_naming_an_escaped_name_says_it_is_escaped(tmp_path: Pa
     assert escaped.title == f"Allow reading {h.root}/a\\\\b/.env?"
     assert escaped.description is not None and escaped.description.endswith(ESCAPED_NOTE)
     assert plain.description is not None and "escaped" not in plain.description
+
+
+async def test_a_command_that_would_lay_out_its_own_question_is_asked_about_visibly(tmp_path: Path) -> None:
+    """In an editor that follows Unicode's bidi rules, U+202E … U+2069 make `rm -rf ~` read as something
+    else; a terminal obeys ESC. The question writes them out; the command that runs is the model's own."""
+    h = new_harness(tmp_path)
+    h.approver.answer = REJECTED
+    command = "echo ok #\u202e\u2066 ~ fr- mr\u2069\x1b[2K\x9b1A"
+    await h.call("run_shell", command=command)
+
+    (request,) = h.approver.requests
+    assert request.command is not None
+    asked = (request.title, request.description or "", request.command.command, request.tool_call.title)
+    for text in asked:
+        assert not any(char in text for char in "\u202e\u2066\u2069\x1b\x9b"), text
+    assert request.command.command == "echo ok #\\u202e\\u2066 ~ fr- mr\\u2069\\x1b[2K\\x9b1A"
+    assert [call.raw_input for call in h.calls()][-1] == {"command": command}  # what was asked to run

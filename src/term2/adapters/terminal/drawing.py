@@ -13,6 +13,7 @@ from rich.text import Text
 from term2.domain.diff import fits_an_update, git_patch, too_large_note
 from term2.domain.history import DiffOutput, Plan, TerminalOutput, TextOutput, ToolCall, ToolOutput, ToolStatus
 from term2.domain.usage import TokenUsage
+from term2.domain.visible_text import visible
 from term2.ports.updates import Spent
 
 OUTPUT_LINES = 4  # of a command's output: its last lines, where errors and results usually are
@@ -29,17 +30,12 @@ STATUS_MARKS: dict[ToolStatus, tuple[str, str]] = {
 
 DIFF_STYLES = (("+", "green"), ("-", "red"), ("@@", "cyan"))
 
-# Characters a terminal obeys rather than shows: C0 controls but newline and tab (ESC starts cursor
-# moves, erases and colour that could draw one command over another), DEL, C1, and the bidi controls
-# that reorder what is shown.
-_OBEYED = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x0A, 0x09)}
-_OBEYED.update({c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-
 
 def shown(text: str) -> str:
     """`text` from the model, a tool, a command or a server, made safe to print: whatever a terminal would
-    obey is written out as an escape instead, so no text can hide or redraw what the user is asked."""
-    return text.translate(_OBEYED)
+    obey is written out as an escape instead, so no text can hide or redraw what the user is asked
+    (domain/visible_text.py, which the gate also applies to every approval question)."""
+    return visible(text)
 
 
 PLAN_MARKS = {"pending": ("☐", ""), "in_progress": ("◐", "yellow"), "completed": ("☑", "green")}

@@ -14,6 +14,8 @@ workspace is read from the session on every call for that reason.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import anyio
 import structlog
 
@@ -26,6 +28,7 @@ from term2.domain.approval import (
     offered_options,
 )
 from term2.domain.history import ToolCall
+from term2.domain.visible_text import visible
 from term2.domain.workspace import Access, Workspace, is_git_metadata, is_instruction_file, is_within
 from term2.ports.approval import ApprovalRequest, CommandSubject, DenialReason
 from term2.ports.tools import ToolContext
@@ -171,13 +174,13 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
     if revision is None or not options:
         return "no_interaction"  # e.g. a run_code program's nested call after its prompt ended
     command = invocation.command
-    request = ApprovalRequest(  # text a client can parse: a lone surrogate left in a command is its escape
+    request = ApprovalRequest(  # asked as text a client parses and a person reads as it is (_asked)
         session_id=ctx.session_id,
-        tool_call=pending,
-        title=said(approval_title(invocation, asked)),
-        description=said(approval_description(invocation, workspace.root, asked) + escaped_note(invocation)),
+        tool_call=replace(pending, title=_asked(pending.title)),
+        title=_asked(approval_title(invocation, asked)),
+        description=_asked(approval_description(invocation, workspace.root, asked) + escaped_note(invocation)),
         options=options,
-        command=None if command is None else CommandSubject(said(command.command), said(command.cwd)),
+        command=None if command is None else CommandSubject(_asked(command.command), _asked(command.cwd)),
     )
     try:
         decision = await ctx.approver.request(request)
@@ -199,6 +202,13 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
     if choice is not None and choice not in offered:
         return "unknown_option"
     return "rejected"
+
+
+def _asked(text: str) -> str:
+    """A question's text: a lone surrogate left (a run_code program's name) as its escape, which a strict
+    client's JSON parser takes, and any character a display obeys rather than shows (ESC, U+202E) written
+    out, so the model's command cannot redraw or reorder what the user approves in an editor either."""
+    return visible(said(text))
 
 
 def denial_message(reason: DenialReason) -> str:
