@@ -79,14 +79,16 @@ async def test_the_escaped_name_reaches_the_byte_file_for_read_edit_multi_edit_a
 
     read = await h.call("read_file", path=ESCAPED)
     assert read == "     1\told line\n"
-    assert h.last().title == f"Read {name}" and [loc.path for loc in h.last().locations] == [name]
+    assert h.last().title == f"Read {name}" and h.last().locations == ()  # no exact name to give an editor
 
     edited = await h.call("edit_file", path=ESCAPED, old_string="old", new_string="new")
     assert _read(path) == b"new line\n"
     assert edited.startswith(f"Edited {name} (+1 -1)\n") and "-old line\n+new line\n" in edited
     assert f'+++ "b{name.replace(chr(92), chr(92) * 2)}"\n' in edited  # git quotes a name with a backslash
-    [diff] = h.last().content
-    assert isinstance(diff, DiffOutput) and diff.path == name and h.last().title == f"Edit {name}"
+    [diff] = h.last().content  # as text: a diff item's path is one an editor acts on, and this name has none
+    assert isinstance(diff, TextOutput) and h.last().title == f"Edit {name}" and h.last().locations == ()
+    assert diff.text.startswith(f"{name} (its name is not UTF-8") and "```diff\n" in diff.text
+    assert "-old line\n+new line\n```\n" in diff.text
 
     await h.call("multi_edit", path=ESCAPED, edits=[{"old_string": "new", "new_string": "newer"}])
     assert _read(path) == b"newer line\n"
@@ -113,7 +115,8 @@ async def test_apply_patch_names_the_byte_files_as_shown(h: Harness) -> None:
     assert _read(path) == b"patched line\n"
     assert _read(_bytes_path(h, b"d\xe9", b"new.txt")) == b"added\n"
     assert f"Edited {h.root}/{ESCAPED}" in text and f"Created {h.root}/d\\xe9/new.txt" in text
-    assert [loc.path for loc in h.last().locations] == [f"{h.root}/{ESCAPED}", f"{h.root}/d\\xe9/new.txt"]
+    assert h.last().locations == ()
+    assert all(isinstance(c, TextOutput) and "```diff\n" in c.text for c in h.last().content)
     _storable(h)
 
 
@@ -231,7 +234,7 @@ async def test_run_shell_runs_in_the_byte_folder_and_shows_it_escaped(h: Harness
     assert os.fsencode(request.cwd) == folder
     terminals = [c for call in h.calls() for c in call.content if isinstance(c, TerminalOutput)]
     assert terminals and {t.cwd for t in terminals} == {f"{h.root}/d\\xe9"}
-    assert [loc.path for loc in h.last().locations] == [f"{h.root}/d\\xe9"]
+    assert h.last().locations == ()
     _storable(h)
 
 
@@ -250,7 +253,7 @@ def test_every_edit_tool_takes_the_shown_form() -> None:
     ):
         invocation = tool.prepare(args, root)
         assert invocation.target == f"{root}/caf\udce9.txt", tool.name
-        assert [loc.path for loc in invocation.locations] == [f"{root}/{ESCAPED}"]
+        assert invocation.locations == (), tool.name
 
 
 def test_a_tool_call_record_with_a_lone_surrogate_is_stored_escaped() -> None:
@@ -260,10 +263,13 @@ def test_a_tool_call_record_with_a_lone_surrogate_is_stored_escaped() -> None:
         ToolKind.READ,
         ToolStatus.FAILED,
         {"path": ["caf\udce9"]},
-        (TextOutput("no such file: /w/caf\udce9"),),
-        (Location("/w/caf\udce9"),),
+        (TextOutput("no such file: /w/caf\udce9"), DiffOutput("/w/caf\udce9", "a\n", "b\n", patch="-a\n+b\n")),
+        (Location("/w/caf\udce9"), Location("/w/plain")),
     )
     clean = told(call)
     assert decode_entry(encode_entry(clean)) == clean
     assert clean.title == "Read /w/caf\\xe9" and clean.raw_input == {"path": ["caf\\xe9"]}
-    assert clean.locations[0].path == "/w/caf\\xe9"
+    assert clean.locations == (Location("/w/plain"),)  # an escape would name another file: no location
+    assert clean.content[1] == TextOutput(
+        "/w/caf\\xe9 (its name is not UTF-8, so it is shown escaped):\n```diff\n-a\n+b\n```\n"
+    )

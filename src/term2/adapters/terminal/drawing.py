@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from term2.app.tools import names
 from term2.domain.diff import fits_an_update, git_patch, too_large_note
 from term2.domain.history import DiffOutput, Plan, TerminalOutput, TextOutput, ToolCall, ToolOutput, ToolStatus
 from term2.domain.usage import TokenUsage
@@ -48,7 +49,9 @@ def tool_line(call: ToolCall, *, nested: bool = False) -> Text:
     line.append(mark, style=colour)
     line.append(f" {call.kind.value:<7} ", style="bold")
     line.append(shown(call.title))
-    where = shown(", ".join(f"{loc.path}:{loc.line}" if loc.line is not None else loc.path for loc in call.locations))
+    # A location is the exact name (what an editor acts on); a person reads it escaped, as the title names it.
+    places = (names.shown(loc.path) + ("" if loc.line is None else f":{loc.line}") for loc in call.locations)
+    where = shown(", ".join(places))
     if where and where not in call.title:
         line.append(f"  {where}", style="cyan")
     line.append(f"  {call.status.value.replace('_', ' ')}", style=colour)

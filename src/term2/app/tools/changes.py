@@ -16,6 +16,7 @@ Everything here blocks (it diffs): callers run it in a worker thread.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from term2.app.tools import names
@@ -42,15 +43,31 @@ class ShownChange:
 def client_content(path: str, old: str | None, new: str, change: Change | None = None) -> ToolOutput:
     """The diff for the client, or a line of counts when it is too large for one update.
 
-    `path` is the canonical one; the diff names it as the tools show names (names.py), the form the model
-    was given and may pass back, and the only one a JSON message or the session store can carry.
+    `path` is the canonical one. The diff's path is what an editor acts on (shows, reviews, reverts), so it
+    is the exact name (names.for_editor), not the shown one the model is given; a name that is not UTF-8 has
+    no exact form, so its diff is told as text, a fenced patch naming the file as shown, which no editor
+    takes for a file to act on. `change` is the model's, named as shown, reused where the names agree.
     """
     name = names.shown(path)
+    exact = names.for_editor(path)
     if fits_an_update(old, new):
-        change = change or describe_change(name, old, new)
-        if change.patch is not None:
-            return DiffOutput(name, old, new, patch=change.patch)
+        if exact is None:
+            change = change or describe_change(name, old, new)
+            if change.patch is not None:
+                return TextOutput(text_diff(name, change.patch))
+        else:
+            change = change if change is not None and exact == name else describe_change(exact, old, new)
+            if change.patch is not None:
+                return DiffOutput(exact, old, new, patch=change.patch)
     return TextOutput(too_large_note(name, change or describe_change(name, old, new, max_chars=0)))
+
+
+def text_diff(name: str, patch: str) -> str:
+    """A diff an editor shows but cannot act on: the file has no exact name to give it (names.for_editor)."""
+    longest = max((len(run) for run in re.findall("`+", patch)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = patch if patch.endswith("\n") or not patch else patch + "\n"
+    return f"{name} (its name is not UTF-8, so it is shown escaped):\n{fence}diff\n{body}{fence}\n"
 
 
 def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:

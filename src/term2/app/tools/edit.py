@@ -32,7 +32,7 @@ from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
 from term2.app.tools.through_client import client_read, client_write
 from term2.domain.bounded_match import Budget
-from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
 from term2.domain.near_match import closest_lines
 from term2.domain.text_edits import Applied, Edit, Refused, apply_edits
@@ -102,7 +102,7 @@ def _edit_invocation(
         access=Access.EDIT,
         target=path,
         grant_folder=os.path.dirname(path),
-        locations=(Location(names.shown(path)),),
+        locations=names.located(path),
         run=runner,
         git_plant=git_plant_folder(path, root),
         preview=partial(_preview, path, root, new_text, reviewed),
@@ -452,9 +452,7 @@ def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: b
     text = shown.text
     if old_readable and result.tolerances:
         text = _forgiven(edits, result.tolerances) + text
-    return _Planned(
-        result.text, Outcome(text, (shown.content,), locations=(Location(names.shown(path), result.first_line),))
-    )
+    return _Planned(result.text, Outcome(text, (shown.content,), locations=names.located(path, result.first_line)))
 
 
 def _forgiven(edits: tuple[Edit, ...], tolerances: tuple[tuple[int, str], ...]) -> str:

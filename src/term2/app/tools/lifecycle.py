@@ -8,6 +8,9 @@ What is told and recorded is text: the tools name paths as names.py shows
 them, and any lone surrogate still left (an OS error's file name, a run_code
 program's raw arguments) is written out as its escape here (names.said), so
 no file name can stop the JSON of an update or the session store's row.
+What an editor acts on is never escaped, since an escape names another
+file: a location whose path has no exact form is dropped, and such a diff is
+told as text (names.for_editor).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from term2.app.tools.names import said
+from term2.app.tools.changes import text_diff
+from term2.app.tools.names import for_editor, said, shown
 from term2.domain.history import (
     DiffOutput,
     Location,
@@ -95,7 +99,7 @@ def told(call: ToolCall) -> ToolCall:
         title=said(call.title),
         raw_input=_said_json(call.raw_input),
         content=tuple(_said_output(output) for output in call.content),
-        locations=tuple(replace(place, path=said(place.path)) for place in call.locations),
+        locations=tuple(place for place in call.locations if for_editor(place.path) is not None),
     )
 
 
@@ -112,6 +116,8 @@ def _said_json(value: Any) -> Any:
 def _said_output(output: ToolOutput) -> ToolOutput:
     if isinstance(output, TextOutput):
         return replace(output, text=said(output.text))
+    if isinstance(output, DiffOutput) and for_editor(output.path) is None:
+        return TextOutput(said(text_diff(shown(output.path), output.patch or "")))
     if isinstance(output, DiffOutput):
         old = None if output.old_text is None else said(output.old_text)
         patch = None if output.patch is None else said(output.patch)

@@ -22,10 +22,10 @@ from term2.app.tools.args import Arguments, optional_bool, optional_str, require
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
-from term2.app.tools.names import shown
+from term2.app.tools.names import located, shown
 from term2.app.tools.paths import display, resolve_shown
 from term2.app.tools.search_walks import check_top, engine, first_in_order, shown_under
-from term2.domain.history import Location, ToolKind
+from term2.domain.history import ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -75,7 +75,7 @@ class ListDir:
             access=Access.READ,
             target=path,
             grant_folder=path,
-            locations=(Location(shown(path)),),
+            locations=located(path),
             run=partial(self._run, path, root),
         )
 
@@ -214,7 +214,7 @@ class Glob:
             access=Access.READ,
             target=path,
             grant_folder=path,
-            locations=(Location(shown(path)),),
+            locations=located(path),
             run=partial(self._run, path, include, root, ignored),
         )
 

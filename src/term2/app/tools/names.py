@@ -24,12 +24,21 @@ Python's surrogateescape.
 show (an OS error's message, a program's raw arguments) has each lone
 surrogate written as its escape before it is told, recorded or stored, so no
 name can fail a turn.
+
+`for_editor` serves the other audience: what an editor acts on (a tool
+call's location, a diff's path) must name the very file, so it is the exact
+name, never the shown one (the file `x\\y.txt` is shown `x\\\\y.txt`, which
+names another). JSON carries a backslash, a control or a bidi character
+exactly; a name that is not UTF-8 has no exact JSON form, so the editor is
+given no path for it at all (ADR 0034).
 """
 
 from __future__ import annotations
 
 import os
 import re
+
+from term2.domain.history import Location
 
 # C1 controls, and the characters that break a line or reorder what is shown around them (bidi controls):
 # a name must not draw a line of its own, or read backwards, in a question an editor or a terminal shows.
@@ -88,3 +97,18 @@ def said(text: str) -> str:
         return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
     return _LONE.sub(one, text)
+
+
+def for_editor(name: str) -> str | None:
+    """`name` exactly, for a path an editor acts on; None when it has no exact text form (it is not UTF-8).
+
+    A shown name would be wrong here: the editor does not read escapes back, so `x\\\\y.txt` would open
+    (or revert) a file a repository could plant under that name instead of `x\\y.txt`.
+    """
+    return None if _LONE.search(name) else name
+
+
+def located(path: str, line: int | None = None) -> tuple[Location, ...]:
+    """The location an editor is given for the canonical `path`: exact, or none when the name is not UTF-8."""
+    exact = for_editor(path)
+    return () if exact is None else (Location(exact, line),)

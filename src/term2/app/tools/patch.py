@@ -44,7 +44,7 @@ from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
 from term2.app.tools.through_client import client_write
 from term2.domain.bounded_match import Budget
-from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
 from term2.domain.patch_grammar import AddFile, DeleteFile, FileOp, PatchError, UpdateFile, parse_patch
 from term2.domain.text_edits import Applied, Refused, apply_chunks
@@ -138,7 +138,7 @@ class ApplyPatch:
             access=Access.EDIT,
             target=parts[0].target,
             grant_folder=parts[0].grant_folder,
-            locations=tuple(Location(names.shown(part.target)) for part in parts),
+            locations=tuple(place for part in parts for place in names.located(part.target)),
             run=runner,
             preview=partial(_preview, targets, root, reviewed),
             parts=parts,
@@ -172,7 +172,7 @@ def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]
             access=Access.EDIT,
             target=path,
             grant_folder=os.path.dirname(path),
-            locations=(Location(names.shown(path)),),
+            locations=names.located(path),
             run=runner,  # parts are judged, never run
             git_plant=git_plant_folder(path, root),
             reads_target=reads,
@@ -229,7 +229,7 @@ async def _run(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx:
     with anyio.CancelScope(shield=True):  # from the first write on, the patch is made or undone, never half made
         await _commit(ctx, root, changes, priors)
     text = "".join(change.text for change in changes)
-    locations = tuple(Location(names.shown(c.path), c.line) for c in changes if c.new is not None)
+    locations = tuple(place for c in changes if c.new is not None for place in names.located(c.path, c.line))
     return Outcome(text, tuple(change.content for change in changes), locations=locations or None)
 
 

@@ -20,10 +20,10 @@ from term2.app.tools.args import Arguments, optional_int, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
-from term2.app.tools.names import shown
+from term2.app.tools.names import located, shown
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.through_client import client_read
-from term2.domain.history import Location, ToolKind
+from term2.domain.history import ToolKind
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -88,7 +88,7 @@ class ReadFile:
             access=Access.READ,
             target=path,
             grant_folder=os.path.dirname(path),
-            locations=(Location(shown(path), offset or 1),),
+            locations=located(path, offset or 1),
             run=partial(self._run, path, root, offset or 1, limit),
         )
 

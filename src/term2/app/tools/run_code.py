@@ -19,12 +19,12 @@ from anyio.abc import UNIXSocketStream
 from term2.app.tools.args import ArgumentError, Arguments, optional_number, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.bridge import Bridge
-from term2.app.tools.names import shown
+from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
 from term2.app.tools.sandboxed import did_not_run, ended
-from term2.domain.history import Location, TextOutput, ToolKind
+from term2.domain.history import TextOutput, ToolKind
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access
@@ -80,7 +80,7 @@ class RunCode:
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
-            locations=(Location(shown(cwd)),),
+            locations=located(cwd),
             run=partial(self._run, code, cwd, timeout, network),
             command=CommandSubject(f"python3 <program: {len(code.splitlines())} lines>", shown(cwd)),
             network=network,

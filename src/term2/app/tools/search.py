@@ -26,11 +26,11 @@ from term2.app.tools.args import Arguments, optional_bool, optional_str, require
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.globbing import Include
-from term2.app.tools.names import shown
+from term2.app.tools.names import located, shown
 from term2.app.tools.paths import display, folder_of, resolve_shown
 from term2.app.tools.search_walks import ORDER, First, check_top, engine, first_in_order, shown_under
 from term2.domain.footholds import is_secret_name
-from term2.domain.history import Location, ToolKind
+from term2.domain.history import ToolKind
 from term2.domain.workspace import Access, is_within
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -116,7 +116,7 @@ class Grep:
             access=Access.READ,
             target=path,
             grant_folder=folder_of(path),
-            locations=(Location(shown(path)),),
+            locations=located(path),
             run=partial(self._run, path, query, root),
         )
 

@@ -22,11 +22,11 @@ from term2.app.tools.args import (
     required_str,
 )
 from term2.app.tools.base import Invocation, Outcome
-from term2.app.tools.names import shown
+from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root, resolve_shown
 from term2.app.tools.sandboxed import did_not_run, ended
-from term2.domain.history import Location, TerminalOutput, ToolKind, ToolOutput
+from term2.domain.history import TerminalOutput, ToolKind, ToolOutput
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
 from term2.domain.workspace import Access, is_within
@@ -108,7 +108,7 @@ class RunShell:
             access=Access.EXECUTE,
             target=cwd,
             grant_folder=cwd,
-            locations=(Location(shown(cwd)),),
+            locations=located(cwd),
             run=partial(self._run, command, cwd, timeout, network),
             command=CommandSubject(command, shown(cwd)),  # what the user is asked about: the shown name
             content_on_start=partial(_empty_terminal, command, cwd),
