@@ -131,7 +131,8 @@ def test_both_renderers_send_the_exact_name_as_json_text() -> None:
 
 def test_a_terminal_draws_a_location_escaped_as_the_title_names_it() -> None:
     for name in ("/w/x\\y.txt", "/w/a\nb.txt", "/w/evil\u202etxt.sh"):
-        call = ToolCall("c", f"Read {shown(name)}", ToolKind.READ, ToolStatus.COMPLETED, {}, (), located(name, 4))
+        place = (Location(name, 4),)  # the exact name, as an editor is told it
+        call = ToolCall("c", f"Read {shown(name)}", ToolKind.READ, ToolStatus.COMPLETED, {}, (), place)
         drawn = tool_line(call).plain
         assert f"{shown(name)}:4" in drawn and "\n" not in drawn and "\u202e" not in drawn, drawn
         assert name not in drawn
