@@ -9,9 +9,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 class MemoryTransport:
     """One end of a pair; what one end sends, the other receives."""
 
-    def __init__(
-        self, incoming: MemoryObjectReceiveStream[bytes], outgoing: MemoryObjectSendStream[bytes]
-    ) -> None:
+    def __init__(self, incoming: MemoryObjectReceiveStream[bytes], outgoing: MemoryObjectSendStream[bytes]) -> None:
         self._incoming = incoming
         self._outgoing = outgoing
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     Negotiated = tuple[Literal[1], v1.InitializeResponse] | tuple[Literal[2], v2.InitializeResponse]
 
+
 def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotiated:
     """Pick one version for the connection and build the matching `initialize` result.
 

@@ -63,9 +63,7 @@ def _refuse_extras(mcp_servers: list[Any] | None, directories: list[Any] | None,
     if mcp_servers:
         raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: term2 does not support MCP servers")
     if directories:
-        raise RpcError(
-            INVALID_PARAMS, f"Invalid params for {method}: term2 does not support additionalDirectories"
-        )
+        raise RpcError(INVALID_PARAMS, f"Invalid params for {method}: term2 does not support additionalDirectories")
 
 
 class SessionMethods:
@@ -188,9 +186,7 @@ class SessionMethods:
     async def close(self, params: Any) -> v1.CloseSessionResponse | v2.CloseSessionResponse:
         args = p.parse(p.SESSION_REF, params, "session/close")
         if not await self._sessions.close(args["sessionId"]):
-            raise RpcError(
-                INTERNAL_ERROR, "the session's active work did not settle; the session was closed anyway"
-            )
+            raise RpcError(INTERNAL_ERROR, "the session's active work did not settle; the session was closed anyway")
         return {}
 
     async def prompt(self, params: Any) -> AfterReply | v1.PromptResponse:
