@@ -107,7 +107,6 @@ class WatchedTree:
         self._mounts: MountTable | None = None
         self._kinds = list(watchers)
         self._unwatchable: str | None = None if watch and watchers else "not asked to watch"
-        self._logged_kind: str | None = None
         self._listed = 0
         self._limit = SCAN_MAX_ENTRIES
         self.history: deque[int] = deque(maxlen=64)  # folders listed by each scan, for tests and benchmarks
@@ -173,13 +172,12 @@ class WatchedTree:
             try:
                 self._walk(top, fd)
             except _NextWatcher as exc:
-                _log.info("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
+                _tell("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
                 del self._kinds[0]
                 continue
             kind = self.watcher
-            if kind is not None and kind != self._logged_kind:
-                _log.info("sandbox.walks_watched", root=self.root, watcher=kind, folders=len(self._entries))
-                self._logged_kind = kind
+            if kind is not None:
+                _tell("sandbox.walks_watched", root=self.root, watcher=kind, folders=len(self._entries))
             return
 
     def _start_watching(self) -> None:
@@ -191,7 +189,7 @@ class WatchedTree:
                 return
             except (Unwatchable, OSError) as exc:
                 self._close_watcher()
-                _log.info("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
+                _tell("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
                 del self._kinds[0]
         if self._unwatchable is None:
             self._stop_watching("no watcher left to try")
@@ -394,6 +392,18 @@ class WatchedTree:
                     continue  # gone since it was listed: the next scan tells whether it came back
                 scan.instructions[path] = (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         return scan
+
+
+_told: set[tuple[str, str, str]] = set()
+
+
+def _tell(event: str, *, root: str, watcher: str, **more: object) -> None:
+    """Which watcher the walks are kept with, or why one is not used: logged the first time in the process
+    for each (event, watcher, reason), not for every root and every walk."""
+    said = (event, watcher, str(more.get("reason", "")))
+    if said not in _told:
+        _told.add(said)
+        _log.info(event, root=root, watcher=watcher, **more)
 
 
 def _subtree(folder: Folder) -> Iterator[Folder]:
