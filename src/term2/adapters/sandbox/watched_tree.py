@@ -8,9 +8,9 @@ each opened with ``O_NOFOLLOW`` relative to its parent and watched through
 that descriptor: with one fanotify mark per file system as root (``fanotify``,
 ADR 0033), else one inotify watch per folder (``inotify``). Every later scan
 reads the kernel's events and lists again only the folders they name, in the
-same way. Nothing is taken
-from timestamps: a command can set a folder's or a file's mtime back, but it
-cannot keep the kernel from queueing the event of its change.
+same way. Nothing is taken from timestamps: a command can set a folder's or a
+file's mtime back, but it cannot keep the kernel from queueing the event of
+its change.
 
 What events alone do not cover is checked directly on every scan: instruction
 files are ``lstat``'ed afresh (their content changes without a name changing,
@@ -22,8 +22,9 @@ Anything out of the ordinary falls back to the full walk, which stays the
 reference: an event queue that overflowed, a watch lost, a folder that is not
 what was listed at its path, more changed folders than a walk is worth, a
 folder on a file system whose changes may bypass this kernel (NFS, FUSE),
-term2's mount table changed, no watches left. A scan that fails forgets the tree, so the next one walks
-in full and fails the same way (fail closed). Scans of one root hold its lock.
+term2's mount table changed, no watches left. A scan that fails forgets the
+tree, so the next one walks in full and fails the same way (fail closed).
+Scans of one root hold its lock.
 """
 
 from __future__ import annotations
