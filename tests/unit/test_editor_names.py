@@ -9,20 +9,23 @@ not UTF-8. These tests drive the real tools, the lifecycle net, the store codec 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from term2.adapters.acp import wire_common, wire_v1, wire_v2
 from term2.adapters.store.codec import decode_entry, encode_entry
+from term2.adapters.terminal.drawing import diff as drawn_diff
 from term2.adapters.terminal.drawing import tool_line
 from term2.app.tools.changes import client_content
 from term2.app.tools.names import for_editor, located, shown
 from term2.app.tools.patch import ApplyPatch
 from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
-from term2.domain.history import DiffOutput, Location, TextOutput, ToolCall, ToolKind, ToolStatus
+from term2.domain.history import DiffOutput, Location, ToolCall, ToolKind, ToolStatus
 from tests.unit.test_tools import Harness, new_harness
 
 pytestmark = pytest.mark.anyio
@@ -101,17 +104,24 @@ async def test_a_byte_name_has_no_location_and_its_diff_is_text(h: Harness) -> N
     await h.call("edit_file", path="caf\\xe9.txt", old_string="old", new_string="new")
     call = h.last()
     assert call.status is ToolStatus.COMPLETED and call.locations == ()
-    [text] = call.content
-    assert isinstance(text, TextOutput) and text.text.startswith(f"{h.root}/caf\\xe9.txt (its name is not UTF-8")
-    assert "```diff\n" in text.text and "-old\n+new\n```\n" in text.text
+    [diff] = call.content
+    assert isinstance(diff, DiffOutput) and not diff.exact_path and diff.path == f"{h.root}/caf\\xe9.txt"
     for render in (wire_v1.tool_content, wire_v2.tool_content):
-        assert render(text)["type"] == "content"
+        sent = render(diff)
+        assert sent["type"] == "content" and sent["content"]["type"] == "text" and "path" not in sent
+        text = sent["content"]["text"]
+        assert text.startswith(f"{h.root}/caf\\xe9.txt (its name is not UTF-8") and "-old\n+new\n```\n" in text
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(drawn_diff(diff))  # a terminal (term2 exec, its approval question) draws it as any diff
+    assert "    -old\n    +new\n" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
 def test_a_text_diff_is_fenced_beyond_any_backticks_it_holds() -> None:
     content = client_content("/w/caf\udce9.md", "a\n", "```\n````\n")
-    assert isinstance(content, TextOutput)
-    assert "`````diff\n" in content.text and content.text.endswith("\n`````\n")
+    assert isinstance(content, DiffOutput) and not content.exact_path
+    sent = wire_v1.tool_content(content)
+    assert sent["type"] == "content" and sent["content"]["type"] == "text"
+    assert "`````diff\n" in sent["content"]["text"] and sent["content"]["text"].endswith("\n`````\n")
 
 
 def test_both_renderers_send_the_exact_name_as_json_text() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from term2.adapters.acp import wire_v2
 from term2.adapters.store.codec import decode_entry, encode_entry
 from term2.app.tools.edit import EditFile, MultiEdit, WriteFile
 from term2.app.tools.gate import ESCAPED_NOTE
@@ -85,10 +86,15 @@ async def test_the_escaped_name_reaches_the_byte_file_for_read_edit_multi_edit_a
     assert _read(path) == b"new line\n"
     assert edited.startswith(f"Edited {name} (+1 -1)\n") and "-old line\n+new line\n" in edited
     assert f'+++ "b{name.replace(chr(92), chr(92) * 2)}"\n' in edited  # git quotes a name with a backslash
-    [diff] = h.last().content  # as text: a diff item's path is one an editor acts on, and this name has none
-    assert isinstance(diff, TextOutput) and h.last().title == f"Edit {name}" and h.last().locations == ()
-    assert diff.text.startswith(f"{name} (its name is not UTF-8") and "```diff\n" in diff.text
-    assert "-old line\n+new line\n```\n" in diff.text
+    [diff] = h.last().content  # named as shown and marked so: an editor is sent it as text, naming no file
+    assert isinstance(diff, DiffOutput) and diff.path == name and not diff.exact_path
+    assert h.last().title == f"Edit {name}" and h.last().locations == ()
+    sent = wire_v2.tool_content(diff)
+    assert sent["type"] == "content" and sent["content"]["type"] == "text"
+    assert (
+        sent["content"]["text"].startswith(f"{name} (its name is not UTF-8") and "```diff\n" in sent["content"]["text"]
+    )
+    assert "-old line\n+new line\n```\n" in sent["content"]["text"]
 
     await h.call("multi_edit", path=ESCAPED, edits=[{"old_string": "new", "new_string": "newer"}])
     assert _read(path) == b"newer line\n"
@@ -116,7 +122,7 @@ async def test_apply_patch_names_the_byte_files_as_shown(h: Harness) -> None:
     assert _read(_bytes_path(h, b"d\xe9", b"new.txt")) == b"added\n"
     assert f"Edited {h.root}/{ESCAPED}" in text and f"Created {h.root}/d\\xe9/new.txt" in text
     assert h.last().locations == ()
-    assert all(isinstance(c, TextOutput) and "```diff\n" in c.text for c in h.last().content)
+    assert all(isinstance(c, DiffOutput) and not c.exact_path and "\\x" in c.path for c in h.last().content)
     _storable(h)
 
 
@@ -270,6 +276,4 @@ def test_a_tool_call_record_with_a_lone_surrogate_is_stored_escaped() -> None:
     assert decode_entry(encode_entry(clean)) == clean
     assert clean.title == "Read /w/caf\\xe9" and clean.raw_input == {"path": ["caf\\xe9"]}
     assert clean.locations == (Location("/w/plain"),)  # an escape would name another file: no location
-    assert clean.content[1] == TextOutput(
-        "/w/caf\\xe9 (its name is not UTF-8, so it is shown escaped):\n```diff\n-a\n+b\n```\n"
-    )
+    assert clean.content[1] == DiffOutput("/w/caf\\xe9", "a\n", "b\n", patch="-a\n+b\n", exact_path=False)

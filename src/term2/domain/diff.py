@@ -17,6 +17,7 @@ Lines end at "\n" only, as git's do.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,6 +89,15 @@ def too_large_note(path: str, change: Change | None = None) -> str:
     """What a client is shown instead of a diff too large for an update."""
     counts = f": +{change.added} -{change.removed} lines" if change is not None else ""
     return f"{path}{counts} (too large to show as a diff)\n"
+
+
+def text_diff(name: str, patch: str) -> str:
+    """A diff to show but not act on (a file whose name has no exact text form): a fenced block after the
+    name as shown, the fence longer than any run of backticks in the patch."""
+    longest = max((len(run) for run in re.findall("`+", patch)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = patch if patch.endswith("\n") or not patch else patch + "\n"
+    return f"{name} (its name is not UTF-8, so it is shown escaped):\n{fence}diff\n{body}{fence}\n"
 
 
 def change_summary(old: str | None, new: str | None) -> tuple[int, int]:
@@ -264,15 +274,10 @@ def _range(start: int, stop: int) -> str:
 
 def _quote(name: str) -> str:
     """Quote like git does for names with quotes, backslashes or control characters."""
-    if not any(c in name for c in '"\\') and all(
-        ord(c) >= 0x20 and c != "\x7f" for c in name
-    ):
+    if not any(c in name for c in '"\\') and all(ord(c) >= 0x20 and c != "\x7f" for c in name):
         return name
     escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-    body = "".join(
-        escapes.get(c, f"\\{ord(c):03o}" if ord(c) < 0x20 or c == "\x7f" else c)
-        for c in name
-    )
+    body = "".join(escapes.get(c, f"\\{ord(c):03o}" if ord(c) < 0x20 or c == "\x7f" else c) for c in name)
     return f'"{body}"'
 
 

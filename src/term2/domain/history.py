@@ -62,6 +62,10 @@ class DiffOutput:
     kind: Literal["diff"] = "diff"
     # The git patch, computed off the event loop with the change; None in entries recorded before it was.
     patch: str | None = None
+    # Whether `path` is the file's exact name, one an editor may act on (open, review, revert). False for a
+    # name that is not UTF-8, which has no exact text form: `path` is then the escaped name the model is
+    # shown, and an ACP client is sent the diff as text, naming no file (ADR 0034).
+    exact_path: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from term2.adapters.acp.wire_common import (
     usage_meta,
 )
 from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
-from term2.domain.diff import fits_an_update, too_large_note
+from term2.domain.diff import fits_an_update, git_patch, text_diff, too_large_note
 from term2.domain.history import (
     DiffOutput,
     TerminalOutput,
@@ -73,6 +73,11 @@ def tool_content(output: ToolOutput) -> v1.ToolCallContent:
     if isinstance(output, DiffOutput):
         if not fits_an_update(output.old_text, output.new_text):  # recorded before diffs were capped
             return {"type": "content", "content": text_block(too_large_note(output.path))}
+        if not output.exact_path:  # a name with no exact JSON form: shown, never a path to act on (ADR 0034)
+            patch = (
+                output.patch if output.patch is not None else git_patch(output.path, output.old_text, output.new_text)
+            )
+            return {"type": "content", "content": text_block(text_diff(output.path, patch))}
         return {"type": "diff", "path": output.path, "oldText": output.old_text, "newText": output.new_text}
     if isinstance(output, TerminalOutput):
         status = "" if output.exit_code is None else f"\n[exit code {output.exit_code}]"

@@ -20,7 +20,7 @@ from term2.adapters.acp.wire_common import (
     usage_meta,
 )
 from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
-from term2.domain.diff import fits_an_update, git_patch, too_large_note
+from term2.domain.diff import fits_an_update, git_patch, text_diff, too_large_note
 from term2.domain.history import (
     DiffOutput,
     TerminalOutput,
@@ -86,6 +86,8 @@ def _patch_of(output: DiffOutput) -> str:
 def tool_content(output: ToolOutput) -> v2.ToolCallContent:
     if isinstance(output, DiffOutput) and not fits_an_update(output.old_text, output.new_text):
         return {"type": "content", "content": text_block(too_large_note(output.path))}  # recorded before the cap
+    if isinstance(output, DiffOutput) and not output.exact_path:  # shown, never a path to act on (ADR 0034)
+        return {"type": "content", "content": text_block(text_diff(output.path, _patch_of(output)))}
     if isinstance(output, DiffOutput):
         change: v2.DiffChange = (
             {"operation": "add", "path": output.path}

@@ -16,7 +16,6 @@ Everything here blocks (it diffs): callers run it in a worker thread.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from term2.app.tools import names
@@ -45,29 +44,20 @@ def client_content(path: str, old: str | None, new: str, change: Change | None =
 
     `path` is the canonical one. The diff's path is what an editor acts on (shows, reviews, reverts), so it
     is the exact name (names.for_editor), not the shown one the model is given; a name that is not UTF-8 has
-    no exact form, so its diff is told as text, a fenced patch naming the file as shown, which no editor
-    takes for a file to act on. `change` is the model's, named as shown, reused where the names agree.
+    no exact form, so its diff names the file as shown and is marked so (`exact_path=False`): an ACP client
+    gets it as text, a terminal draws it as any diff. `change` is the model's, named as shown, reused where
+    the names agree.
     """
     name = names.shown(path)
     exact = names.for_editor(path)
     if fits_an_update(old, new):
-        if exact is None:
+        if exact is None or exact == name:
             change = change or describe_change(name, old, new)
-            if change.patch is not None:
-                return TextOutput(text_diff(name, change.patch))
         else:
-            change = change if change is not None and exact == name else describe_change(exact, old, new)
-            if change.patch is not None:
-                return DiffOutput(exact, old, new, patch=change.patch)
+            change = describe_change(exact, old, new)
+        if change.patch is not None:
+            return DiffOutput(exact or name, old, new, patch=change.patch, exact_path=exact is not None)
     return TextOutput(too_large_note(name, change or describe_change(name, old, new, max_chars=0)))
-
-
-def text_diff(name: str, patch: str) -> str:
-    """A diff an editor shows but cannot act on: the file has no exact name to give it (names.for_editor)."""
-    longest = max((len(run) for run in re.findall("`+", patch)), default=0)
-    fence = "`" * max(3, longest + 1)
-    body = patch if patch.endswith("\n") or not patch else patch + "\n"
-    return f"{name} (its name is not UTF-8, so it is shown escaped):\n{fence}diff\n{body}{fence}\n"
 
 
 def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:

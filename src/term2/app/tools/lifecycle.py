@@ -10,7 +10,7 @@ program's raw arguments) is written out as its escape here (names.said), so
 no file name can stop the JSON of an update or the session store's row.
 What an editor acts on is never escaped, since an escape names another
 file: a location whose path has no exact form is dropped, and such a diff is
-told as text (names.for_editor).
+marked as naming no file an editor may act on (names.for_editor).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from term2.app.tools.changes import text_diff
 from term2.app.tools.names import for_editor, said, shown
 from term2.domain.history import (
     DiffOutput,
@@ -116,9 +115,9 @@ def _said_json(value: Any) -> Any:
 def _said_output(output: ToolOutput) -> ToolOutput:
     if isinstance(output, TextOutput):
         return replace(output, text=said(output.text))
-    if isinstance(output, DiffOutput) and for_editor(output.path) is None:
-        return TextOutput(said(text_diff(shown(output.path), output.patch or "")))
     if isinstance(output, DiffOutput):
+        if output.exact_path and for_editor(output.path) is None:  # no editor may act on a name it cannot be told
+            output = replace(output, path=shown(output.path), exact_path=False)
         old = None if output.old_text is None else said(output.old_text)
         patch = None if output.patch is None else said(output.patch)
         return replace(output, path=said(output.path), old_text=old, new_text=said(output.new_text), patch=patch)
