@@ -257,7 +257,7 @@ class WatchedTree:
                 key = self._watcher.watch(fd, st)  # before listing: what changes after, an event says
             except Unwatchable as exc:
                 if self._watcher.kind == "fanotify" and len(self._kinds) > 1:
-                    raise _NextWatcher(f"{folder.path}: {exc}") from None
+                    raise _NextWatcher(str(exc)) from None  # the root is logged with it
                 self._stop_watching(str(exc))
             else:
                 folder.key = key
