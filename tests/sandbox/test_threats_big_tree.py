@@ -322,7 +322,7 @@ async def test_a_flood_past_the_kernel_queue_takes_the_full_walk(box: Box, big: 
     (the scan's own read waits for it); inotify's queue fills on its own."""
     await warm(box, big)
     tree = box.sandbox.trees.tree(str(box.root))
-    held = tree._watcher._lock if watcher == "fanotify" else contextlib.nullcontext()  # type: ignore[union-attr]
+    held = tree._watcher.group.lock if watcher == "fanotify" else contextlib.nullcontext()  # type: ignore[union-attr]
     deep = os.fsencode(box.root / DEEP)
     with held:
         for i in range(20_000):

@@ -10,8 +10,9 @@ records each folder's handle (``name_to_handle_at`` on its open descriptor)
 before listing it, and a change is the folder whose handle it carries.
 
 A mark sees the whole file system, so every process's changes are queued, most
-of them outside the workspace. A reader thread drains the queue as they come
-and keeps only those naming a folder of the tree (a set, so a folder changed a
+of them outside the workspace. A reader thread (one per sandbox: the group is
+shared by the roots it keeps) drains the queue as they come and keeps, for
+each tree, only those naming one of its folders (a set, so a folder changed a
 thousand times is one entry); the kernel's queue stays short and bounded (its
 default 16,384 events), and its overflow, an event not understood, or more
 changed folders than a walk is worth is ``EventsLost``: a full walk. A scan
@@ -76,14 +77,12 @@ def _libc() -> tuple[Any, Any]:
     return libc, ctypes
 
 
-class Fanotify:
-    """One fanotify group with a mark per file system the tree reaches; a ``Watcher`` whose keys are
-    (file system id, handle type, handle). ``interest`` holds the keys of the tree's folders: the
-    reader thread keeps only changes to those."""
+class FanotifyGroup:
+    """One fanotify group: its descriptor, a mark per file system met, and the reader thread, shared by
+    the trees of one sandbox (``TreeWatches``) so that each event on a marked file system is parsed once
+    however many roots are kept. Each tree subscribes with a ``Fanotify`` watcher."""
 
-    kind = "fanotify"
-
-    def __init__(self, interest: Container[Hashable]) -> None:
+    def __init__(self) -> None:
         try:
             self._libc, self._ctypes = _libc()
             fd = self._libc.fanotify_init(
@@ -94,30 +93,36 @@ class Fanotify:
         if fd < 0:
             raise Unwatchable(f"no fanotify group: {os.strerror(self._ctypes.get_errno())}")
         self.fd: int | None = fd
-        self._interest = interest
         self._fsids: dict[int, bytes] = {}  # st_dev -> f_fsid of the file systems marked
         self._handle_flags = AT_EMPTY_PATH | AT_HANDLE_FID
-        self._lock = threading.Lock()  # one reader at a time, and the pending set with it
-        self._pending: set[Change] = set()
-        self._lost: str | None = None
+        self.lock = threading.Lock()  # one reader at a time; the subscribers and their pending sets with it
+        self._subscribers: list[Fanotify] = []
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._thread = threading.Thread(target=self._drain_forever, name="term2-fanotify", daemon=True)
         self._thread.start()
 
     # -- marks and keys -------------------------------------------------------
 
-    def watch(self, folder_fd: int, st: os.stat_result) -> Hashable:
+    def key(self, folder_fd: int, st: os.stat_result) -> bytes:
         """The key of the folder open as ``folder_fd``; its file system is marked the first time it is met.
         The mark is added through the descriptor itself, never a path."""
         fsid = self._fsids.get(st.st_dev)
         if fsid is None:
-            fsid = _fsid(folder_fd)
-            if fsid is None or fsid == bytes(8):
-                raise Unwatchable("fanotify cannot tell this file system apart (no fsid)")
-            if self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, FOLDER_EVENTS, folder_fd, None):
-                raise Unwatchable(f"fanotify mark refused: {os.strerror(self._ctypes.get_errno())}")
-            self._fsids[st.st_dev] = fsid
+            with self.lock:
+                fsid = self._mark(folder_fd, st)
         return fsid + self._handle(folder_fd)
+
+    def _mark(self, folder_fd: int, st: os.stat_result) -> bytes:
+        fsid = self._fsids.get(st.st_dev)
+        if fsid is not None:
+            return fsid
+        fsid = _fsid(folder_fd)
+        if fsid is None or fsid == bytes(8):
+            raise Unwatchable("fanotify cannot tell this file system apart (no fsid)")
+        if self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, FOLDER_EVENTS, folder_fd, None):
+            raise Unwatchable(f"fanotify mark refused: {os.strerror(self._ctypes.get_errno())}")
+        self._fsids[st.st_dev] = fsid
+        return fsid
 
     def _handle(self, folder_fd: int) -> bytes:
         ctypes = self._ctypes
@@ -125,30 +130,29 @@ class Fanotify:
         struct.pack_into("=Ii", buf, 0, MAX_HANDLE_SZ, 0)
         mount_id = ctypes.c_int()
         while True:
-            if self._libc.name_to_handle_at(folder_fd, b"", buf, ctypes.byref(mount_id), self._handle_flags) == 0:
+            flags = self._handle_flags
+            if self._libc.name_to_handle_at(folder_fd, b"", buf, ctypes.byref(mount_id), flags) == 0:
                 size, kind = struct.unpack_from("=Ii", buf.raw)
                 raw: bytes = buf.raw
                 return struct.pack("=i", kind) + raw[8 : 8 + size]
             err = ctypes.get_errno()
-            if err == 22 and self._handle_flags & AT_HANDLE_FID:  # EINVAL: a kernel before 6.5
-                self._handle_flags &= ~AT_HANDLE_FID
+            if err == 22 and flags & AT_HANDLE_FID:  # EINVAL: a kernel before 6.5
+                self._handle_flags = flags & ~AT_HANDLE_FID
                 continue
             raise Unwatchable(f"no file handle for a folder: {os.strerror(err)}")
 
-    def unwatch(self, key: Hashable) -> None:
-        """Nothing to let go of in the kernel: the mark is the file system's."""
+    # -- subscribers ------------------------------------------------------------
+
+    def subscribe(self, watcher: Fanotify) -> None:
+        with self.lock:
+            self._subscribers.append(watcher)
+
+    def unsubscribe(self, watcher: Fanotify) -> None:
+        with self.lock:
+            if watcher in self._subscribers:
+                self._subscribers.remove(watcher)
 
     # -- events -----------------------------------------------------------------
-
-    def read(self) -> list[Change]:
-        """The changes to the tree's folders queued up to now (drained here, not left to the thread)."""
-        with self._lock:
-            self._drain()
-            changes, self._pending = list(self._pending), set()
-            lost, self._lost = self._lost, None
-        if lost is not None:
-            raise EventsLost(lost)
-        return changes
 
     def _drain_forever(self) -> None:
         wake_r = self._wake_r
@@ -160,13 +164,14 @@ class Fanotify:
             if any(fd == wake_r for fd, _mask in ready):
                 return
             time.sleep(BATCH_S)  # let events gather: one wake-up (and GIL switch) for many, not one each
-            with self._lock:
+            with self.lock:
                 if self.fd is None:
                     return
-                self._drain()
+                self.drain()
 
-    def _drain(self) -> None:
-        """Read every queued event (the caller holds the lock) and keep those naming a folder of the tree."""
+    def drain(self) -> None:
+        """Read every queued event (the caller holds the lock) and give each subscriber those naming one
+        of its folders."""
         assert self.fd is not None
         while True:
             try:
@@ -174,18 +179,25 @@ class Fanotify:
             except BlockingIOError:
                 return
             except OSError as exc:
-                self._lost = f"fanotify read failed: {exc}"
+                self._lose(f"fanotify read failed: {exc}")
                 return
-            if self._lost is None:
-                self._lost = self._take(data)
-                if self._lost is None and len(self._pending) > PENDING_MAX:
-                    self._lost = f"more than {PENDING_MAX:,} folders changed"
-            if self._lost is not None:
-                self._pending.clear()  # the walk starts over: keep reading only to empty the queue
+            lost = self._take(data)
+            if lost is not None:
+                self._lose(lost)
+            for watcher in self._subscribers:
+                if watcher.lost is None and len(watcher.pending) > PENDING_MAX:
+                    watcher.lost = f"more than {PENDING_MAX:,} folders changed"
+                if watcher.lost is not None:
+                    watcher.pending.clear()  # that tree is walked again: keep nothing for it
+
+    def _lose(self, why: str) -> None:
+        for watcher in self._subscribers:
+            if watcher.lost is None:
+                watcher.lost = why
 
     def _take(self, data: bytes) -> str | None:
         offset = 0
-        interest, pending = self._interest, self._pending
+        subscribers = [w for w in self._subscribers if w.lost is None]
         while offset < len(data):
             event_len, version, _reserved, metadata_len, mask, fd, _pid = _METADATA.unpack_from(data, offset)
             if version != METADATA_VERSION or event_len < metadata_len:
@@ -202,9 +214,10 @@ class Fanotify:
                 if info_type in _INFO_WITH_HANDLE:
                     start = info + _INFO.size
                     key = fsid + struct.pack("=i", handle_type) + data[start : start + handle_bytes]
-                    if key in interest:
-                        name = data[start + handle_bytes : info + info_len].split(b"\0", 1)[0]
-                        pending.add(Change(key, itself=bool(mask & _SELF) and name in (b".", b"")))
+                    for watcher in subscribers:
+                        if key in watcher.interest:
+                            name = data[start + handle_bytes : info + info_len].split(b"\0", 1)[0]
+                            watcher.pending.add(Change(key, itself=bool(mask & _SELF) and name in (b".", b"")))
                 info += info_len
             offset += event_len
         return None
@@ -215,11 +228,52 @@ class Fanotify:
         os.write(self._wake_w, b"x")
         if self._thread is not threading.current_thread():
             self._thread.join()
-        with self._lock:
+        with self.lock:
             os.close(self.fd)
             self.fd = None
+            for watcher in self._subscribers:
+                watcher.lost = "the fanotify group was closed"
         os.close(self._wake_r)
         os.close(self._wake_w)
+
+
+class Fanotify:
+    """One tree's ``Watcher`` on a fanotify group (its own, or one shared by the sandbox's trees); keys are
+    (file system id, handle type, handle). ``interest`` holds the keys of the tree's folders: the reader
+    keeps only changes to those for it."""
+
+    kind = "fanotify"
+
+    def __init__(self, interest: Container[Hashable], group: FanotifyGroup | None = None) -> None:
+        self._own = group is None
+        self.group = FanotifyGroup() if group is None else group
+        self.interest = interest
+        self.pending: set[Change] = set()
+        self.lost: str | None = None
+        self.group.subscribe(self)
+
+    def watch(self, folder_fd: int, st: os.stat_result) -> Hashable:
+        return self.group.key(folder_fd, st)
+
+    def unwatch(self, key: Hashable) -> None:
+        """Nothing to let go of in the kernel: the mark is the file system's."""
+
+    def read(self) -> list[Change]:
+        """The changes to the tree's folders queued up to now (drained here, not left to the thread)."""
+        group = self.group
+        with group.lock:
+            if group.fd is not None:
+                group.drain()
+            changes, self.pending = list(self.pending), set()
+            lost, self.lost = self.lost, None
+        if lost is not None:
+            raise EventsLost(lost)
+        return changes
+
+    def close(self) -> None:
+        self.group.unsubscribe(self)
+        if self._own:
+            self.group.close()
 
 
 def _fsid(fd: int) -> bytes | None:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import structlog
 
-from term2.adapters.sandbox.fanotify import Fanotify
+from term2.adapters.sandbox.fanotify import Fanotify, FanotifyGroup
 from term2.adapters.sandbox.folder_facts import Facts, list_folder
 from term2.adapters.sandbox.folder_watch import EventsLost, MountTable, Unwatchable, Watcher
 from term2.adapters.sandbox.inotify import Inotify, trusted_file_system
@@ -92,10 +92,17 @@ class WatchedTree:
     """One workspace root's folders, their facts and their watches; see the module docstring.
 
     ``watch=False`` walks in full on every scan (``tree_scan.scan_tree``); ``watchers`` are the kinds
-    tried, in order (``WATCHERS``).
+    tried, in order (``WATCHERS``); ``group`` gives the fanotify group to share (else the tree has its own).
     """
 
-    def __init__(self, root: str, *, watch: bool = True, watchers: tuple[str, ...] = WATCHERS) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        watch: bool = True,
+        watchers: tuple[str, ...] = WATCHERS,
+        group: Callable[[], FanotifyGroup] | None = None,
+    ) -> None:
         self.root = root
         self.lock = threading.Lock()
         self._top: Folder | None = None
@@ -107,6 +114,7 @@ class WatchedTree:
         self._watcher: Watcher | None = None
         self._mounts: MountTable | None = None
         self._kinds = list(watchers)
+        self._group = group
         self._unwatchable: str | None = None if watch and watchers else "not asked to watch"
         self._listed = 0
         self._limit = SCAN_MAX_ENTRIES
@@ -185,7 +193,10 @@ class WatchedTree:
         """The first watcher of ``self._kinds`` this process can have, before anything is listed."""
         while self._unwatchable is None and self._kinds:
             try:
-                self._watcher = Fanotify(self._keys) if self._kinds[0] == "fanotify" else Inotify()
+                if self._kinds[0] == "fanotify":
+                    self._watcher = Fanotify(self._keys, None if self._group is None else self._group())
+                else:
+                    self._watcher = Inotify()
                 self._mounts = MountTable()
                 return
             except (Unwatchable, OSError) as exc:
@@ -416,19 +427,22 @@ def _subtree(folder: Folder) -> Iterator[Folder]:
 
 
 class TreeWatches:
-    """The watched trees of one sandbox, by root; the least recently used beyond WATCHED_ROOTS let go."""
+    """The watched trees of one sandbox, by root; the least recently used beyond WATCHED_ROOTS let go.
+    Their fanotify watchers share one group (one reader thread, each event parsed once)."""
 
     def __init__(self, capacity: int = WATCHED_ROOTS, watchers: tuple[str, ...] = WATCHERS) -> None:
         self._capacity = capacity
         self.watchers = watchers  # for trees made from now on
+        self._group: FanotifyGroup | None = None
         self._trees: OrderedDict[str, WatchedTree] = OrderedDict()
         self._lock = threading.Lock()
+        self._group_lock = threading.Lock()
 
     def tree(self, root: str) -> WatchedTree:
         with self._lock:
             tree = self._trees.get(root)
             if tree is None:
-                tree = self._trees[root] = WatchedTree(root, watchers=self.watchers)
+                tree = self._trees[root] = WatchedTree(root, watchers=self.watchers, group=self._fanotify)
             self._trees.move_to_end(root)
             for old_root, old in list(self._trees.items())[: max(0, len(self._trees) - self._capacity)]:
                 if old.lock.acquire(blocking=False):  # one in use is let go next time
@@ -442,8 +456,19 @@ class TreeWatches:
     def scan(self, root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
         return self.tree(root).scan(limit=limit, setid=setid)
 
+    def _fanotify(self) -> FanotifyGroup:
+        """The group the trees share, made when the first one asks (Unwatchable when fanotify is refused)."""
+        with self._group_lock:
+            if self._group is None or self._group.fd is None:
+                self._group = FanotifyGroup()
+            return self._group
+
     def close(self) -> None:
         with self._lock:
             for tree in self._trees.values():
                 tree.close()
             self._trees.clear()
+            with self._group_lock:
+                if self._group is not None:
+                    self._group.close()
+                    self._group = None
