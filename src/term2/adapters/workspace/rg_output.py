@@ -10,7 +10,7 @@ the caller still sees what matched.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from term2.ports.workspace_search import MATCH_BEFORE, MATCH_WINDOW, LineMatch
 
@@ -118,11 +118,12 @@ class PathStream:
 
     def feed(self, chunk: bytes) -> bool:
         *complete, self._partial = (self._partial + chunk).split(b"\0")
-        for printed in complete:
-            path = self.relative(printed)
-            if self.keep is not None and not self.keep(path):
-                continue
-            if not self.take(path):
+        paths: Iterator[bytes] = map(self.relative, complete)  # one loop per chunk: a walk prints thousands
+        if self.keep is not None:
+            paths = filter(self.keep, paths)
+        take = self.take
+        for path in paths:
+            if not take(path):
                 self.enough = True
                 return False
         return True

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from term2.app.tools.anchored import lstat_in, open_folder, open_parent, require_regular
 from term2.app.tools.failure import ToolFailed
@@ -124,5 +124,7 @@ async def first_in_order(
         collected = _Collect(limit, keep)
         end = await run(replace(walk, ordered=True), collected.take)
         return First(collected.items, collected.more, end)
-    items = sorted(collected.items, key=_order)
+    paths = bool(collected.items) and isinstance(collected.items[0], bytes)
+    key: Callable[[Any], Any] = path_order if paths else _order  # paths alone: no tuple made for each
+    items = sorted(collected.items, key=key)
     return First(items[:limit], len(items) > limit, end)
