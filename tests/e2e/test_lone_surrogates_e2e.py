@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, Message, allow_kind, updates
+from tests.support.acp_process import AcpProcess, Message, allow_kind, replayed_by_a_new_process, updates
 
 FIRST_TURN_TIMEOUT = 180.0
 REPO = str(Path(__file__).resolve().parents[2])
@@ -97,15 +97,8 @@ def test_a_prompt_and_a_model_reply_holding_lone_surrogates_are_answered_stored_
         finally:
             a.kill()
 
-        b = AcpProcess(tmp_path, env=llm_env(llm), home=home)
-        try:
-            b.initialize(1)
-            assert b.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}) == {}
-            replayed = list(b.log)
-            assert b.close() == 0
-            _protocol_only(b)
-        finally:
-            b.kill()
+        load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
+        replayed = replayed_by_a_new_process(tmp_path, llm_env(llm), home, 1, "session/load", load, _protocol_only)
     user = [u["content"] for u in updates(replayed, "user_message_chunk")]
     assert {"type": "text", "text": MENDED_PROMPT} in user
     assert any(c.get("resource", {}).get("text") == "res \ufffd ource" for c in user)

@@ -24,7 +24,7 @@ from typing import Any
 from tests.conftest import llm_env
 from tests.e2e.test_tools_e2e import text_of, tool_calls
 from tests.fakes.llm_server import start_fake_llm
-from tests.support.acp_process import AcpProcess, Message, updates
+from tests.support.acp_process import AcpProcess, Message, replayed_by_a_new_process, updates
 from tests.support.exec_process import PtyExec, exec_env, run_piped
 
 FIRST_TURN_TIMEOUT = 180.0  # the first prompt of a process imports litellm
@@ -127,26 +127,11 @@ def test_a_non_utf8_name_through_search_read_edit_write_the_store_and_replay(tmp
         finally:
             a.kill()
 
-        b = AcpProcess(tmp_path, env=llm_env(llm), home=home)
-        try:
-            b.initialize(1)
-            assert b.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}) == {}
-            loaded = list(b.log)
-            assert b.close() == 0
-            _protocol_only(b)
-        finally:
-            b.kill()
+        load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
+        loaded = replayed_by_a_new_process(tmp_path, llm_env(llm), home, 1, "session/load", load, _protocol_only)
 
-        c = AcpProcess(tmp_path, env=llm_env(llm), home=home)
-        try:
-            c.initialize(2)
-            start = {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}
-            assert c.result("session/resume", start) == {}
-            resumed = list(c.log)
-            assert c.close() == 0
-            _protocol_only(c)
-        finally:
-            c.kill()
+        start = {"sessionId": sid, "cwd": str(workspace), "replayFrom": {"type": "start"}}
+        resumed = replayed_by_a_new_process(tmp_path, llm_env(llm), home, 2, "session/resume", start, _protocol_only)
 
     with open(target, "rb") as f:
         assert f.read() == b"written-e2e\n"

@@ -289,3 +289,26 @@ def bare(payload: Message) -> Message:
     What is spent is checked where it is the subject (tests/e2e/test_native_wires_e2e.py).
     """
     return {key: value for key, value in payload.items() if key not in ("usage", "_meta")}
+
+
+def replayed_by_a_new_process(
+    workdir: Path,
+    env: dict[str, str],
+    home: Path,
+    version: int,
+    method: str,
+    params: Message,
+    check: Callable[[AcpProcess], None],
+) -> list[Message]:
+    """Everything a fresh `term2 acp` sends while it answers `method` (`session/load`, or a resume from the
+    start): a session's replay as a new editor window gets it. `check` judges that process's stdout."""
+    proc = AcpProcess(workdir, env=env, home=home)
+    try:
+        proc.initialize(version)
+        assert proc.result(method, params) == {}
+        sent = list(proc.log)
+        assert proc.close() == 0
+        check(proc)
+        return sent
+    finally:
+        proc.kill()
