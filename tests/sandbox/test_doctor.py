@@ -32,7 +32,24 @@ def test_doctor_stdout_is_the_verdict_alone(tmp_path: Path) -> None:
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
     assert result.returncode == 0, result.stderr
-    verdict, network = result.stdout.splitlines()  # stdout is the verdicts alone
+    verdict, network, walks = result.stdout.splitlines()  # stdout is the verdicts alone
     assert verdict.startswith("sandbox (bubblewrap): ok: ")
     assert network.startswith("network by approval: ok: "), network  # the probe went through the proxy
+    assert walks == "workspace walks: kept between commands with fanotify (one mark per file system): " + (
+        "no workspace is too big"
+    )
     assert "host_sockets_masked" in result.stderr
+
+
+def test_doctor_says_how_far_inotify_keeps_the_walks_and_how_to_raise_it(tmp_path: Path) -> None:
+    """Unprivileged, a folder takes a watch: the user learns the limit past which commands walk in full."""
+    from term2.adapters.sandbox.walk_watching import how_walks_are_kept
+
+    watches = tmp_path / "max_user_watches"
+    watches.write_text("65536\n")
+    said = how_walks_are_kept(("inotify",), str(watches))
+    assert said.startswith("kept between commands with inotify, for up to 65,536 folders: a workspace with more")
+    assert "sudo sysctl fs.inotify.max_user_watches=" in said
+    assert how_walks_are_kept(()) == (
+        "walked in full before and after every command: neither fanotify nor inotify is available here"
+    )

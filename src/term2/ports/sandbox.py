@@ -56,6 +56,8 @@ class SandboxStatus:
     detail: str
     # Network by approval (ADR 0030): "ok: …" or why commands asking for hosts will fail; None: not checked.
     network: str | None = None
+    # How the walks around each command are done (ADR 0031, 0033): kept between commands, or in full; None: not checked.
+    walks: str | None = None
 
 
 OutputSink = Callable[[bytes], Awaitable[None]]

@@ -64,6 +64,7 @@ from term2.adapters.sandbox.tree_scan import (
     refuse_incomplete,
     scan_after,
 )
+from term2.adapters.sandbox.walk_watching import how_walks_are_kept
 from term2.adapters.sandbox.watched_tree import TreeWatches
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.network import HostPattern, NetworkGrant
@@ -153,7 +154,8 @@ class BubblewrapSandbox:
             if dropped is not None:
                 detail += f"; workspaces not owned by root cannot be sandboxed: {dropped}"
         network = await self._probe_network() if self._egress is not None else None
-        self._available = SandboxStatus(available=True, detail=detail, network=network)
+        walks = await anyio.to_thread.run_sync(how_walks_are_kept)
+        self._available = SandboxStatus(available=True, detail=detail, network=network, walks=walks)
         return self._available
 
     async def _probe_network(self) -> str:

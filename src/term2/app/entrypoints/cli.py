@@ -142,6 +142,8 @@ def doctor() -> None:
     click.echo(f"sandbox (bubblewrap): {mark}: {status.detail}")
     if status.network is not None:  # commands that ask for hosts (ADR 0030); without it they fail, nothing else does
         click.echo(f"network by approval: {status.network}")
+    if status.walks is not None:  # why commands in a big workspace may be slow (ADR 0031, 0033)
+        click.echo(f"workspace walks: {status.walks}")
     if not status.available:
         click.echo("term2 never runs commands unsandboxed: the shell tool will refuse.", err=True)
         sys.exit(1)
