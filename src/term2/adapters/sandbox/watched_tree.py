@@ -366,10 +366,33 @@ class WatchedTree:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != folder.ident:
                 raise _Rewalk
+            if self._made_again(folder, fd, st):
+                return
             for name in sorted(self._apply(folder, fd)):
                 self._walk_new(folder, fd, folder.children[name])
         finally:
             os.close(fd)
+
+    def _made_again(self, folder: Folder, fd: int, st: os.stat_result) -> bool:
+        """Whether the folder at ``folder``'s path is another one under the same inode number (ext4 gives a
+        freed number straight back: ``rm -rf d && mkdir d``), which its key tells (another file handle
+        generation, another inotify watch): then its old subtree is dropped and the new one walked and
+        watched in full, since events inside it name its new key, which the tree did not know."""
+        if self._watcher is None or folder.key is None:
+            return False
+        try:
+            if self._watcher.watch(fd, st) == folder.key:
+                return False
+        except Unwatchable:
+            raise _Rewalk from None
+        parent = folder.parent
+        if parent is None:
+            raise _Rewalk  # the root itself made again
+        self._drop(folder)
+        del parent.children[folder.name]
+        again = parent.children[folder.name] = Folder(folder.path, parent, folder.name, folder.inode, folder.quiet)
+        self._walk(again, os.dup(fd))
+        return True
 
     def _walk_new(self, parent: Folder, parent_fd: int, child: Folder) -> None:
         if child.depth >= SCAN_MAX_DEPTH:

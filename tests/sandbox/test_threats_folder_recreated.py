@@ -1,0 +1,48 @@
+"""Threat suite, the kept walks (ADR 0031, 0033): a folder deleted and made again at the same path.
+
+ext4 hands a freed inode number straight back, so ``rm -rf d && mkdir d`` gives
+the same (st_dev, st_ino) at the same path, and the parent's listing looks the
+same. The new folder is another inode all the same (another generation, so
+another file handle for fanotify, another watch for inotify): a kept walk that
+went on naming it by the old one's key would drop every later event inside it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.sandbox import test_threats_big_tree as big_tree
+from tests.sandbox.commands import text
+from tests.sandbox.test_threats_big_tree import DEEP, listed, run_listing_few, warm
+
+if TYPE_CHECKING:
+    from tests.sandbox.conftest import Box
+
+if not os.path.exists("/usr/bin/bwrap"):
+    pytest.skip("/usr/bin/bwrap is not installed: the threat suite needs the real sandbox", allow_module_level=True)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+# the big tree's fixtures: a generated ~5,000-entry tree, with each watcher in turn
+big = big_tree.big
+watcher = big_tree.watcher
+
+
+async def test_an_env_file_in_a_folder_made_again_at_the_same_inode_is_masked(box: Box, big: int) -> None:
+    await warm(box, big)
+    before = os.stat(box.root / DEEP).st_ino
+    # inode numbers are handed back often, not always: try until this one is (a few times at most)
+    await box.run(
+        f"rm -rf {DEEP} && mkdir {DEEP} && for i in $(seq 60); do"
+        f" [ $(stat -c %i {DEEP}) = {before} ] && break; rmdir {DEEP} && sleep 0.2 && mkdir {DEEP}; done; echo made",
+        timeout_s=60.0,
+    )
+    if os.stat(box.root / DEEP).st_ino != before:
+        pytest.skip("this file system did not give the folder its old inode number back")
+    await run_listing_few(box, "true")
+    await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && echo made")
+    result = await run_listing_few(box, f"cat {DEEP}/.env; echo done")
+    assert "done" in text(result) and box.tag not in text(result), listed(box)
