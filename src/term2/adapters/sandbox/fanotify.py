@@ -22,6 +22,7 @@ before the scan began is in what it reads.
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import struct
@@ -97,9 +98,13 @@ class FanotifyGroup:
         self._handle_flags = AT_EMPTY_PATH | AT_HANDLE_FID
         self.lock = threading.Lock()  # one reader at a time; the subscribers and their pending sets with it
         self._subscribers: list[Fanotify] = []
-        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._thread = threading.Thread(target=self._drain_forever, name="term2-fanotify", daemon=True)
-        self._thread.start()
+        # Why no file system could be marked, when it holds for all (no CAP_SYS_ADMIN: EPERM). The group is
+        # made before any mark is tried (fanotify_init succeeds unprivileged), so the owner asks this to
+        # stop making groups that cannot serve.
+        self.refused: str | None = None
+        # The reader thread and its wake-up pipe come with the first mark: a group refused one has none.
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
 
     # -- marks and keys -------------------------------------------------------
 
@@ -120,8 +125,16 @@ class FanotifyGroup:
         if fsid is None or fsid == bytes(8):
             raise Unwatchable("fanotify cannot tell this file system apart (no fsid)")
         if self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, FOLDER_EVENTS, folder_fd, None):
-            raise Unwatchable(f"fanotify mark refused: {os.strerror(self._ctypes.get_errno())}")
+            err = self._ctypes.get_errno()
+            why = f"fanotify mark refused: {os.strerror(err)}"
+            if err == errno.EPERM and not self._fsids:
+                self.refused = why
+            raise Unwatchable(why)
         self._fsids[st.st_dev] = fsid
+        if self._thread is None:
+            self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            self._thread = threading.Thread(target=self._drain_forever, name="term2-fanotify", daemon=True)
+            self._thread.start()
         return fsid
 
     def _handle(self, folder_fd: int) -> bytes:
@@ -225,16 +238,19 @@ class FanotifyGroup:
     def close(self) -> None:
         if self.fd is None:
             return
-        os.write(self._wake_w, b"x")
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        thread = self._thread
+        if thread is not None:
+            os.write(self._wake_w, b"x")
+            if thread is not threading.current_thread():
+                thread.join()
         with self.lock:
             os.close(self.fd)
             self.fd = None
             for watcher in self._subscribers:
                 watcher.lost = "the fanotify group was closed"
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        if thread is not None:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
 
 class Fanotify:

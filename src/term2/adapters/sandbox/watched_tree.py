@@ -457,6 +457,7 @@ class TreeWatches:
         self._capacity = capacity
         self.watchers = watchers  # for trees made from now on
         self._group: FanotifyGroup | None = None
+        self._refused: str | None = None  # fanotify refused for good (no CAP_SYS_ADMIN): no group made again
         self._trees: OrderedDict[str, WatchedTree] = OrderedDict()
         self._lock = threading.Lock()
         self._group_lock = threading.Lock()
@@ -482,6 +483,12 @@ class TreeWatches:
     def _fanotify(self) -> FanotifyGroup:
         """The group the trees share, made when the first one asks (Unwatchable when fanotify is refused)."""
         with self._group_lock:
+            if self._refused is None and self._group is not None and self._group.refused is not None:
+                self._refused = self._group.refused  # no tree of this sandbox can use it: let its fd go
+                self._group.close()
+                self._group = None
+            if self._refused is not None:
+                raise Unwatchable(self._refused)
             if self._group is None or self._group.fd is None:
                 self._group = FanotifyGroup()
             return self._group
