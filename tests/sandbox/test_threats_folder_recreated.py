@@ -46,3 +46,25 @@ async def test_an_env_file_in_a_folder_made_again_at_the_same_inode_is_masked(bo
     await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/.env && echo made")
     result = await run_listing_few(box, f"cat {DEEP}/.env; echo done")
     assert "done" in text(result) and box.tag not in text(result), listed(box)
+
+
+async def test_an_env_file_on_a_file_system_mounted_again_under_an_old_device_number_is_masked(
+    box: Box, big: int, watcher: str
+) -> None:
+    """A tmpfs unmounted and another mounted at its place gets the same st_dev: fanotify must mark the new
+    one (a mark is per file system), not take it for the one already marked."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting takes root")
+    mnt = box.make_dir(box.root / DEEP / "mnt")
+    options = ["-t", "tmpfs", "-o", f"size=1m,uid={box.owner[0]},gid={box.owner[1]}"]
+    await warm(box, big)
+    with big_tree.mounted(*options, "t1", str(mnt)):
+        await box.run("true")  # the full walk (the mount table changed) meets, and marks, the first tmpfs
+        first = os.stat(mnt).st_dev
+    with big_tree.mounted(*options, "t2", str(mnt)):
+        if os.stat(mnt).st_dev != first:
+            pytest.skip("the second tmpfs did not get the first one's device number")
+        await box.run("true")
+        await run_listing_few(box, f"printf 'KEY=sk-{box.tag}\\n' > {DEEP}/mnt/.env && echo made")
+        result = await run_listing_few(box, f"cat {DEEP}/mnt/.env; echo done")
+        assert "done" in text(result) and box.tag not in text(result), listed(box)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Container, Hashable
 from typing import Any
 
-from term2.adapters.sandbox.folder_watch import Change, EventsLost, Unwatchable
+from term2.adapters.sandbox.folder_watch import Change, EventsLost, MountTable, Unwatchable
 
 FAN_CLOEXEC = 0x00000001
 FAN_NONBLOCK = 0x00000002
@@ -95,6 +95,13 @@ class FanotifyGroup:
             raise Unwatchable(f"no fanotify group: {os.strerror(self._ctypes.get_errno())}")
         self.fd: int | None = fd
         self._fsids: dict[int, bytes] = {}  # st_dev -> f_fsid of the file systems marked
+        # st_dev numbers are reused: a tmpfs unmounted and another mounted gets the same one, unmarked.
+        # The cache is dropped whenever term2's mount table changed (``revalidate``, at each walk's start).
+        try:
+            self._mounts = MountTable()
+        except OSError as exc:
+            os.close(fd)
+            raise Unwatchable(f"no mount table to poll: {exc}") from None
         self._handle_flags = AT_EMPTY_PATH | AT_HANDLE_FID
         self.lock = threading.Lock()  # one reader at a time; the subscribers and their pending sets with it
         self._subscribers: list[Fanotify] = []
@@ -116,6 +123,13 @@ class FanotifyGroup:
             with self.lock:
                 fsid = self._mark(folder_fd, st)
         return fsid + self._handle(folder_fd)
+
+    def revalidate(self) -> None:
+        """Forget which file systems were marked when the mount table changed since last asked: the next
+        folder met on each is marked again (a second mark of one file system is harmless)."""
+        with self.lock:
+            if self._mounts.changed():
+                self._fsids.clear()
 
     def _mark(self, folder_fd: int, st: os.stat_result) -> bytes:
         fsid = self._fsids.get(st.st_dev)
@@ -248,6 +262,7 @@ class FanotifyGroup:
             self.fd = None
             for watcher in self._subscribers:
                 watcher.lost = "the fanotify group was closed"
+        self._mounts.close()
         if thread is not None:
             os.close(self._wake_r)
             os.close(self._wake_w)

@@ -194,7 +194,9 @@ class WatchedTree:
         while self._unwatchable is None and self._kinds:
             try:
                 if self._kinds[0] == "fanotify":
-                    self._watcher = Fanotify(self._keys, None if self._group is None else self._group())
+                    fanotify = Fanotify(self._keys, None if self._group is None else self._group())
+                    fanotify.group.revalidate()  # a file system mounted since may have an old one's st_dev
+                    self._watcher = fanotify
                 else:
                     self._watcher = Inotify()
                 self._mounts = MountTable()
