@@ -82,7 +82,49 @@ def start_piped(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.P
     )
 
 
-class PtyExec:
+class _Screen:
+    """What a pseudo-terminal shows term2 drawing, and waiting for a text to appear on it.
+
+    A driver keeps the drawn bytes in `output` and says how to read more
+    (`_more`), whether term2 has exited (`_exited`) and what else to show
+    when it exited first (`_after_exit`).
+    """
+
+    output: bytes
+
+    def text(self) -> str:
+        """What was drawn, without colours and cursor movements."""
+        return ANSI.sub(b"", self._drawn()).decode("utf-8", "replace")
+
+    def expect(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{needle!r} never appeared; the terminal shows:\n{self.text()[-3000:]}")
+            status = self._exited()
+            if status is not None:
+                self._more(0.2)
+                if needle in self.text():
+                    return
+                raise AssertionError(
+                    f"term2 exited ({status}) before {needle!r}; terminal:\n{self.text()[-3000:]}{self._after_exit()}"
+                )
+            self._more(0.05)
+
+    def _drawn(self) -> bytes:
+        return self.output
+
+    def _more(self, wait: float) -> None:
+        raise NotImplementedError
+
+    def _exited(self) -> int | None:
+        raise NotImplementedError
+
+    def _after_exit(self) -> str:
+        return ""
+
+
+class PtyExec(_Screen):
     """`term2 exec ARGS` on a pseudo-terminal of `rows` x `cols`; everything it draws is kept in `.output`."""
 
     def __init__(self, args: list[str], env: dict[str, str], cwd: Path, rows: int = 40, cols: int = 120) -> None:
@@ -112,22 +154,19 @@ class PtyExec:
             with self._lock:
                 self.output += data
 
-    def text(self) -> str:
-        """What was drawn, without colours and cursor movements."""
+    def _drawn(self) -> bytes:
         with self._lock:
-            return ANSI.sub(b"", self.output).decode("utf-8", "replace")
+            return self.output
 
-    def expect(self, needle: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{needle!r} never appeared; the terminal shows:\n{self.text()[-3000:]}")
-            if self.poll() is not None and needle not in self.text():
-                self._reader.join(5)
-                if needle in self.text():
-                    return
-                raise AssertionError(f"term2 exited ({self._status}) before {needle!r}:\n{self.text()[-3000:]}")
-            time.sleep(0.02)
+    def _more(self, wait: float) -> None:
+        """A reader thread keeps `output`; after exit, wait for it to read the last of it."""
+        if self._status is not None:
+            self._reader.join(5)
+        else:
+            time.sleep(min(wait, 0.02))
+
+    def _exited(self) -> int | None:
+        return self.poll()
 
     def send(self, data: bytes) -> None:
         os.write(self.fd, data)
@@ -175,7 +214,7 @@ os.execv(sys.executable, [sys.executable, "-m", "term2", "exec", *sys.argv[2:]])
 """
 
 
-class PipedAtTerminal:
+class PipedAtTerminal(_Screen):
     """`term2 exec ARGS` fed `stdin` through a pipe while a pseudo-terminal is its controlling terminal.
 
     stdout is a pipe (`.stdout`), or the terminal itself with `view_on_terminal`
@@ -244,24 +283,14 @@ class PipedAtTerminal:
             self.output += data
             wait = 0.0
 
-    def text(self) -> str:
-        """What was drawn on the terminal, without colours and cursor movements."""
-        return ANSI.sub(b"", self.output).decode("utf-8", "replace")
+    def _more(self, wait: float) -> None:
+        self._drain(wait)
 
-    def expect(self, needle: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{needle!r} never appeared; the terminal shows:\n{self.text()[-3000:]}")
-            if self.proc.poll() is not None:
-                self._drain(0.2)
-                if needle in self.text():
-                    return
-                raise AssertionError(
-                    f"term2 exited ({self.proc.returncode}) before {needle!r}; terminal:\n{self.text()[-3000:]}\n"
-                    f"stderr:\n{self.stderr[-3000:]}"
-                )
-            self._drain(0.05)
+    def _exited(self) -> int | None:
+        return self.proc.poll()
+
+    def _after_exit(self) -> str:
+        return f"\nstderr:\n{self.stderr[-3000:]}"
 
     def send(self, data: bytes) -> None:
         os.write(self.fd, data)
