@@ -21,6 +21,7 @@ from anyio.abc import ByteStream
 from term2.adapters.network.proxy import FilteringProxy
 from term2.domain.network import NetworkGrant, parse_hosts
 from term2.ports.network import Egress, EgressSession
+from term2.support.unix_stream import UnixStream
 from tests.support.registries import GREETING, Registry, fake_registry
 
 pytestmark = pytest.mark.anyio
@@ -47,7 +48,9 @@ def session(egress: Egress, *hosts: str) -> AbstractAsyncContextManager[EgressSe
 
 
 async def _connect(path: str) -> ByteStream:
-    return await anyio.connect_unix(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)  # a listening Unix socket takes the connection at once, into its backlog
+    return UnixStream(sock)  # not anyio's: see term2.support.unix_stream
 
 
 async def _read_all(stream: ByteStream) -> bytes:

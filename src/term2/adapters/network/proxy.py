@@ -26,6 +26,7 @@ from term2.adapters.network.http_proxy import serve_http
 from term2.adapters.network.socks import serve_socks
 from term2.domain.network import NetworkGrant
 from term2.ports.network import EgressSession
+from term2.support.unix_stream import UnixListener
 
 _log = structlog.get_logger("term2.network")
 
@@ -50,11 +51,11 @@ class FilteringProxy:
             http_socket=os.path.join(folder, "http.sock"), socks_socket=os.path.join(folder, "socks.sock")
         )
         dialer = Dialer(grant, self._resolve, session.refusals, self._connect_timeout)
-        listeners: list[anyio.abc.SocketListener] = []
+        listeners: list[UnixListener] = []
         failure: Exception | None = None
         try:
             for path in (session.http_socket, session.socks_socket):
-                listeners.append(await anyio.create_unix_listener(path, mode=0o600))
+                listeners.append(UnixListener.bind(path, mode=0o600))  # not anyio's: see its module
                 if owner is not None:
                     os.chown(path, *owner)
             if owner is not None:
@@ -82,7 +83,7 @@ ACCEPT_BACKOFF_S = 0.1
 
 
 async def _accept(
-    listener: anyio.abc.SocketListener,
+    listener: UnixListener,
     handle: Callable[[ByteStream], Awaitable[None]],
     limiter: anyio.CapacityLimiter,
     tg: anyio.abc.TaskGroup,

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import partial
 
 import anyio
-from anyio.abc import UNIXSocketStream
 
 from term2.app.tools.args import ArgumentError, Arguments, optional_number, required_str
 from term2.app.tools.base import Invocation, Outcome
@@ -32,6 +31,7 @@ from term2.ports.approval import CommandSubject
 from term2.ports.llm import ToolSpec
 from term2.ports.sandbox import CommandRequest, SandboxFailed, SandboxUnavailable
 from term2.ports.tools import Toolbox, ToolContext
+from term2.support.unix_stream import UnixStream
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
@@ -100,7 +100,7 @@ class RunCode:
             bridge_fd=theirs.fileno(),
             network=network,
         )
-        stream = await UNIXSocketStream.from_socket(ours)
+        stream = UnixStream(ours)  # not anyio's: see term2.support.unix_stream
         failure: SandboxUnavailable | SandboxFailed | None = None
         try:
             async with anyio.create_task_group() as tg:
