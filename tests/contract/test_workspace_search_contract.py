@@ -1,7 +1,8 @@
 """One workspace search suite, two adapters, the same trees.
 
 (a) `ripgrep`: RipgrepWorkspaceSearch, the real one: rg in a bubblewrap view, over a
-    git repository written to a temporary folder (with `git init`).
+    git repository written to a temporary folder (with `git init`); `kept`, as term2 builds
+    it, starts rg from a server kept in the view (ADR 0037), `per-call` makes a view a walk.
 (b) `memory`: MemoryWorkspaceSearch (tests/fakes), git's rules composed over an in-memory
     tree with pathspec, the double the tool tests may use.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,14 +78,17 @@ class Rig:
 Build = Callable[[Mapping[str, Entry]], Rig]
 
 
-@pytest.fixture(params=["ripgrep", "memory"])
-def build(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Build:
+@pytest.fixture(params=["ripgrep-kept", "ripgrep-per-call", "memory"])
+async def build(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Build]:
     base = os.path.realpath(tmp_path)
     # The real adapter asks the user's git for the global excludes file: point it at the tree's.
     monkeypatch.setenv("HOME", os.path.join(base, "home"))
     monkeypatch.setenv("XDG_CONFIG_HOME", os.path.join(base, "xdg"))
-    if request.param == "ripgrep" and not HAVE_BWRAP:
+    if request.param != "memory" and not HAVE_BWRAP:
         pytest.skip("bubblewrap is not installed")
+    made: list[RipgrepWorkspaceSearch] = []
 
     def make(tree: Mapping[str, Entry]) -> Rig:
         if request.param == "memory":
@@ -94,9 +98,13 @@ def build(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
             return Rig(base, search, broken)
         _write(base, tree)
         broken_bwrap = os.path.join(base, "no-bwrap")
-        return Rig(base, RipgrepWorkspaceSearch(), RipgrepWorkspaceSearch(bwrap=broken_bwrap))
+        kept = request.param == "ripgrep-kept"
+        made.append(RipgrepWorkspaceSearch(kept=kept))
+        return Rig(base, made[-1], RipgrepWorkspaceSearch(bwrap=broken_bwrap, kept=kept))
 
-    return make
+    yield make
+    for search in made:
+        await search.aclose()
 
 
 def _write(base: str, tree: Mapping[str, Entry]) -> None:

@@ -162,40 +162,63 @@ class Place:
         return printed[len(target) + 1 :] if printed.startswith(target + b"/") else printed
 
 
-def view_args(place: Place, root: str, rg: str, excludes: str | None, bwrap: str = BWRAP) -> list[str]:
-    """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
-    top = place.top
-    scope = root if is_within(top, root) else top
-    args = [
-        bwrap, *_CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_CAPS,
-        "--ro-bind", rg, RG_IN_VIEW,
-    ]  # fmt: skip
+def view_scope(top: str, root: str) -> str:
+    """What the view holds of the host's tree: the workspace root, or `top` itself when it lies outside."""
+    return root if is_within(top, root) else top
+
+
+def ignore_files_above(scope: str) -> tuple[list[str], str | None]:
+    """The ignore files rg reads above `scope` (present or not), and the repository's `.git` folder if any.
+
+    Only what lies between `scope` and its repository's top: every
+    `.gitignore`, `.ignore` and `.rgignore` there, and the top's
+    `.git/info/exclude` (or a worktree's `.git` file).
+    """
+    files: list[str] = []
     repo = repository_top(scope)
-    if repo is not None and repo != scope:
-        folder = os.path.dirname(scope)
-        while True:
-            for name in IGNORE_FILES:
-                _bind_file(args, os.path.join(folder, name))
-            if folder == repo:
-                break
-            folder = os.path.dirname(folder)
-        git = os.path.join(repo, ".git")
-        if os.path.isdir(git):
-            args += ["--dir", git]
-            _bind_file(args, os.path.join(git, "info", "exclude"))
-        else:
-            _bind_file(args, git)
+    if repo is None or repo == scope:
+        return files, None
+    folder = os.path.dirname(scope)
+    while True:
+        files += [os.path.join(folder, name) for name in IGNORE_FILES]
+        if folder == repo:
+            break
+        folder = os.path.dirname(folder)
+    git = os.path.join(repo, ".git")
+    if os.path.isdir(git):
+        return [*files, os.path.join(git, "info", "exclude")], git
+    return [*files, git], None
+
+
+def view_binds(scope: str, rg: str, excludes: str | None, under: str = "") -> list[str]:
+    """bwrap's binds of rg, the ignore files above `scope`, the global excludes and `scope`, each at
+    its own path below `under` (the kept view's jail, ADR 0037; the view's root otherwise)."""
+    args = ["--ro-bind", rg, under + RG_IN_VIEW]
+    files, git = ignore_files_above(scope)
+    for path in files if git is None else files[:-1]:
+        _bind_file(args, path, under)
+    if git is not None:
+        args += ["--dir", under + git]
+        _bind_file(args, files[-1], under)
     if excludes is not None:
-        args += ["--ro-bind-try", excludes, os.path.join(CONFIG_IN_VIEW, "git", "ignore")]
-    args += ["--ro-bind", scope, scope, "--chdir", place.cwd]
+        args += ["--ro-bind-try", excludes, under + os.path.join(CONFIG_IN_VIEW, "git", "ignore")]
+    args += ["--ro-bind", scope, under + scope]
     return args
 
 
-def _bind_file(args: list[str], path: str) -> None:
+def view_args(place: Place, root: str, rg: str, excludes: str | None, bwrap: str = BWRAP) -> list[str]:
+    """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
+    args = [bwrap, *_CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_CAPS]
+    args += view_binds(view_scope(place.top, root), rg, excludes)
+    args += ["--chdir", place.cwd]
+    return args
+
+
+def _bind_file(args: list[str], path: str, under: str = "") -> None:
     """Bind a regular file read-only at its own path; anything else (a FIFO, a link) is left out."""
     try:
         if os.path.isfile(path) and not os.path.islink(path):
-            args += ["--ro-bind", path, path]
+            args += ["--ro-bind", path, under + path]
     except OSError:
         pass
 

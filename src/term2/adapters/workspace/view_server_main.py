@@ -1,0 +1,149 @@
+"""The program kept running inside a search view: it starts rg for each request term2 sends (ADR 0037).
+
+Run by the host's own interpreter (`-I -S -c` with this file's text, so the
+view needs the interpreter's files but none of term2's), standard library
+only. It imports everything it will ever use, then `chroot`s into the jail:
+the part of the view holding only rg, the workspace and the ignore files
+above it, exactly what the per-call view holds. From then on neither it nor
+any rg it starts can reach the interpreter's files by any path, a symlink a
+racing program planted in the workspace included.
+
+Protocol, one datagram a message on a SOCK_SEQPACKET socket (id: 8 bytes):
+- term2 → here: `R` id, then NUL-separated cwd and rg's arguments, with the
+  write ends of rg's stdout and stderr pipes attached (SCM_RIGHTS);
+  `K` id: SIGKILL that rg's process group.
+- here → term2: `H` once ready (`E` and why, when it cannot serve);
+  `X` id and rg's wait status when it ended; `F` id and why, when rg could
+  not be started (term2 then runs that call in a per-call view).
+EOF on the socket (term2 closed it, or died) kills every rg and ends this
+process; so does an idle while with nothing running.
+"""
+
+import errno
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+
+RG = b"/.term2/rg"
+RG_ENV = {b"XDG_CONFIG_HOME": b"/.term2/config", b"HOME": b"/.term2/home"}
+MESSAGE = 1 << 16
+
+
+def start(sock: socket.socket, argv: list[bytes], cwd: bytes, out: int, err: int) -> int:
+    """Fork, and exec rg in the child; return its pid, or raise OSError with why it did not start."""
+    report_r, report_w = os.pipe()  # close-on-exec: EOF means exec succeeded
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(report_r)
+            sock.close()
+            os.setpgid(0, 0)
+            os.chdir(cwd)
+            stdin_r, stdin_w = os.pipe()
+            os.close(stdin_w)  # an empty stdin: there is no /dev/null here
+            os.dup2(stdin_r, 0)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            os.closerange(3, report_w)
+            os.closerange(report_w + 1, 1 << 16)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            os.execve(RG, [RG, *argv], RG_ENV)
+        except BaseException as failure:  # anything at all: say it and leave
+            try:
+                os.write(report_w, str(failure).encode("utf-8", "replace")[:1000] or b"failed")
+            finally:
+                os._exit(127)
+    os.close(report_w)
+    try:
+        os.setpgid(pid, pid)  # also from here, so a cancel right away finds the group
+    except OSError:
+        pass
+    why = b""
+    while True:
+        chunk = os.read(report_r, 1024)
+        if not chunk:
+            break
+        why += chunk
+    os.close(report_r)
+    if why:
+        os.waitpid(pid, 0)
+        raise OSError(errno.ENOEXEC, why.decode("utf-8", "replace"))
+    return pid
+
+
+def serve(sock: socket.socket, idle_ms: int) -> None:
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    running: dict[int, tuple[bytes, int]] = {}  # pidfd -> (id, pid)
+    groups: dict[bytes, int] = {}  # id -> pid
+    try:
+        while True:
+            events = poller.poll(None if running else idle_ms)
+            if not events:
+                return  # idle: term2 starts another when it needs one
+            for fd, _mask in events:
+                if fd in running:
+                    ident, pid = running.pop(fd)
+                    poller.unregister(fd)
+                    os.close(fd)
+                    _, status = os.waitpid(pid, 0)
+                    groups.pop(ident, None)
+                    sock.send(b"X" + ident + struct.pack("<i", status))
+                    continue
+                message, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE, 2, socket.MSG_CMSG_CLOEXEC)
+                if not message:
+                    return
+                kind, ident, body = message[:1], message[1:9], message[9:]
+                if kind == b"K":
+                    if ident in groups:
+                        try:
+                            os.killpg(groups[ident], signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    continue
+                if kind != b"R" or len(fds) != 2:
+                    for extra in fds:
+                        os.close(extra)
+                    continue
+                cwd, *argv = body.split(b"\0")
+                try:
+                    pid = start(sock, argv, cwd, fds[0], fds[1])
+                    pidfd = os.pidfd_open(pid)
+                except OSError as failure:
+                    sock.send(b"F" + ident + str(failure).encode("utf-8", "replace")[:1000])
+                    continue
+                finally:
+                    os.close(fds[0])
+                    os.close(fds[1])
+                running[pidfd] = (ident, pid)
+                groups[ident] = pid
+                poller.register(pidfd, select.POLLIN)
+    finally:
+        for pid in groups.values():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def main() -> None:
+    fd, jail, idle_ms = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    os.closerange(3, fd)  # whatever term2 let through: only the socket stays
+    os.closerange(fd + 1, 1 << 16)
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    try:
+        os.chroot(jail)
+        os.chdir("/")
+    except OSError as failure:
+        sock.send(b"E" + str(failure).encode("utf-8", "replace"))
+        return
+    sock.send(b"H")
+    serve(sock, idle_ms)
+
+
+if __name__ == "__main__":
+    main()

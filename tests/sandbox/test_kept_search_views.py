@@ -1,0 +1,294 @@
+"""Kept search views (ADR 0037): a server in the workspace's view starts rg for each search.
+
+What only the kept view has, beyond the port's contract (which the contract
+suite runs through it too): its jail hides the interpreter's files even from
+rg told to follow a link; what the view was made of changing ends its server;
+every bound and cancel kills the rg it started, and nothing is left running;
+a server that dies or cannot start sends the call to a per-call view; two
+searches share one server at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, view_server
+from term2.ports.workspace_search import LineMatch, LineQuery, Walk, WalkEnd
+
+pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not os.path.exists(ripgrep.BWRAP), reason="needs bubblewrap")]
+
+
+@pytest.fixture
+async def search() -> Iterator[RipgrepWorkspaceSearch]:  # type: ignore[misc]
+    adapter = RipgrepWorkspaceSearch(kept=True)
+    yield adapter
+    await adapter.aclose()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository whose session folder `app/sess` lies below its top, with a `.gitignore` above it."""
+    base = Path(os.path.realpath(tmp_path))
+    monkeypatch.setenv("HOME", str(base / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "xdg"))
+    top = base / "repo"
+    (top / ".git" / "info").mkdir(parents=True)
+    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (top / "app" / "sess").mkdir(parents=True)
+    (top / ".gitignore").write_text("*.log\n")
+    for name in ("a.py", "b.log", "c.tmp"):
+        (top / "app" / "sess" / name).write_text("needle\n")
+    return top / "app" / "sess"
+
+
+def _all(found: list[bytes]) -> Callable[[bytes], bool]:
+    def take(path: bytes) -> bool:
+        found.append(path)
+        return True
+
+    return take
+
+
+async def _files(search: RipgrepWorkspaceSearch, root: Path, **kw: object) -> set[bytes]:
+    found: list[bytes] = []
+    end = await search.files(Walk(str(root), str(root), **kw), _all(found))  # type: ignore[arg-type]
+    assert end == WalkEnd()
+    return set(found)
+
+
+def _servers(search: RipgrepWorkspaceSearch) -> list[int]:
+    assert search.views is not None
+    return [server.pid for server in search.views.servers]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (zombies left out: they run nothing)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(entry.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _rg_running(pid: int) -> list[int]:
+    running = []
+    for child in _descendants(pid):
+        try:
+            argv0 = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if argv0 == b"/.term2/rg":
+            running.append(child)
+    return running
+
+
+async def _no_rg_left(pid: int) -> None:
+    with anyio.fail_after(5):
+        while _rg_running(pid):
+            await anyio.sleep(0.02)
+
+
+def _blocking_tree(root: Path) -> None:
+    """Enough names that rg's output reaches us, and a FIFO as an ignore file that rg then blocks on."""
+    for n in range(400):
+        (root / f"file-with-a-rather-long-name-{n:04}.txt").write_text("needle\n")
+    (root / "zz").mkdir()
+    os.mkfifo(root / "zz" / ".gitignore")
+
+
+# --- the jail -------------------------------------------------------------------------------
+
+
+async def test_the_jail_hides_the_interpreters_files_even_from_a_followed_link(
+    search: RipgrepWorkspaceSearch, repo: Path
+) -> None:
+    """The server needs /usr and the interpreter's prefix; rg, chrooted, must reach neither."""
+    for name, target in (("usr", "/usr"), ("prefix", os.path.realpath(sys.base_prefix))):
+        os.symlink(target, repo / name)
+    assert search.views is not None
+    place = ripgrep.Place.of(str(repo), str(repo))
+    out = bytearray()
+    args = ["--files", "--follow", "--no-ignore", *ripgrep.BASE_ARGS]
+    finished = await search.views.run(args, place, str(repo), lambda chunk: out.extend(chunk) or True)
+    assert _servers(search), "the call did not go through a kept view"
+    assert sorted(out.split(b"\0")[:-1]) == [b"app/sess/a.py", b"app/sess/b.log", b"app/sess/c.tmp"]
+    assert finished.stopped is None
+
+
+# --- what the view was made of ----------------------------------------------------------------
+
+
+async def test_an_ignore_file_above_the_scope_replaced_or_made_starts_a_fresh_server(
+    search: RipgrepWorkspaceSearch, repo: Path
+) -> None:
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    first = _servers(search)
+    # Replaced as editors save (a new inode): the old view still holds the old file.
+    above = repo.parent.parent / ".gitignore"
+    (repo.parent.parent / ".gitignore.new").write_text("*.tmp\n")
+    os.rename(repo.parent.parent / ".gitignore.new", above)
+    assert await _files(search, repo) == {b"a.py", b"b.log"}
+    second = _servers(search)
+    assert second != first and len(second) == 1
+    assert not _descendants(first[0]) and not os.path.exists(f"/proc/{first[0]}")
+    # Made where there was none: the old view has no file there at all.
+    (repo.parent / ".gitignore").write_text("*.py\n")
+    assert await _files(search, repo) == {b"b.log"}
+    assert _servers(search) != second
+
+
+async def test_the_global_excludes_file_made_later_starts_a_fresh_server(
+    search: RipgrepWorkspaceSearch, repo: Path
+) -> None:
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    first = _servers(search)
+    xdg = Path(os.environ["XDG_CONFIG_HOME"]) / "git"
+    xdg.mkdir(parents=True)
+    (xdg / "ignore").write_text("*.tmp\n")
+    assert await _files(search, repo) == {b"a.py"}
+    assert _servers(search) != first
+
+
+# --- bounds, cancel and what is left running ----------------------------------------------------
+
+
+async def test_enough_kills_the_rg_the_server_started(search: RipgrepWorkspaceSearch, repo: Path) -> None:
+    _blocking_tree(repo)
+    end = await search.files(Walk(str(repo), str(repo)), lambda path: False)
+    assert end == WalkEnd(enough=True)
+    [server] = _servers(search)
+    await _no_rg_left(server)
+
+
+async def test_a_cancelled_search_kills_its_rg(search: RipgrepWorkspaceSearch, repo: Path) -> None:
+    _blocking_tree(repo)
+    with anyio.move_on_after(0.5) as scope:
+        await search.files(Walk(str(repo), str(repo)), lambda path: True)
+    assert scope.cancelled_caught
+    [server] = _servers(search)
+    await _no_rg_left(server)
+    os.unlink(repo / "zz" / ".gitignore")
+    assert await _files(search, repo, name_glob="a.py") == {b"a.py"}  # the same server serves the next
+    assert _servers(search) == [server]
+
+
+async def test_the_time_and_output_limits_cut_a_search_short_and_kill_rg(
+    search: RipgrepWorkspaceSearch, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _blocking_tree(repo)
+    end = await search.files(Walk(str(repo), str(repo), time_limit=0.5), lambda path: True)
+    assert end.cut_short == "stopped after 0.5 s"
+    [server] = _servers(search)
+    await _no_rg_left(server)
+    monkeypatch.setattr(ripgrep, "OUTPUT_LIMIT", 1000)
+    end = await search.files(Walk(str(repo), str(repo)), lambda path: True)
+    assert end.cut_short == "stopped after 0 MiB of output"
+    assert _servers(search) == [server]
+    await _no_rg_left(server)
+
+
+async def test_closing_ends_every_server_and_its_rg(search: RipgrepWorkspaceSearch, repo: Path) -> None:
+    other = repo.parent / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("needle\n")
+    _blocking_tree(repo)
+    assert await _files(search, other) == {b"x.txt"}
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(search.files, Walk(str(repo), str(repo)), lambda path: True)  # blocks on the FIFO
+        with anyio.fail_after(5):
+            while len(_servers(search)) < 2 or not any(_rg_running(pid) for pid in _servers(search)):
+                await anyio.sleep(0.02)
+        servers = _servers(search)
+        await search.aclose()
+    for pid in servers:
+        assert not os.path.exists(f"/proc/{pid}"), "a server was left running (or unreaped)"
+        assert not _descendants(pid)
+    assert _servers(search) == []
+    assert await _files(search, other) == {b"x.txt"}  # per-call views after closing
+
+
+# --- falling back -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def per_call(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tops of the searches that ran in a per-call view."""
+    calls: list[str] = []
+    real = ripgrep.run
+
+    async def run(args: list[str], place: ripgrep.Place, *rest: object, **kw: object) -> ripgrep.Finished:
+        calls.append(place.top)
+        return await real(args, place, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ripgrep, "run", run)
+    return calls
+
+
+async def test_a_server_that_dies_sends_the_call_to_a_per_call_view(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    program = tmp_path / "dies.py"
+    program.write_text("import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\ns.send(b'H')\ns.recv(99)\n")
+    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert per_call == [str(repo)]
+
+
+async def test_a_server_that_cannot_start_sends_calls_to_per_call_views(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    program = tmp_path / "mute.py"
+    program.write_text("raise SystemExit(3)\n")
+    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert per_call == [str(repo), str(repo)] and _servers(search) == []
+
+
+async def test_a_killed_server_is_replaced(search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]) -> None:
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert search.views is not None
+    [server] = search.views.servers
+    server.kill()
+    with anyio.fail_after(5):
+        await anyio.wait_readable(server.pidfd)
+    server.dead = False  # as if term2 had not noticed: the next request meets a closed socket
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert per_call in ([], [str(repo)])  # sent to a per-call view when the request met the dead server
+
+
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+async def test_two_searches_at_once_share_one_server(search: RipgrepWorkspaceSearch, repo: Path) -> None:
+    for n in range(300):
+        (repo / f"m{n:03}.py").write_text(f"needle {n}\n")
+    results: dict[str, list[LineMatch]] = {"a": [], "b": []}
+
+    async def one(name: str, pattern: str) -> None:
+        found = results[name]
+        await search.lines(Walk(str(repo), str(repo)), LineQuery(pattern), lambda m: found.append(m) or True)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(one, "a", "needle")
+        tasks.start_soon(one, "b", r"needle \d*7$")
+    assert len(results["a"]) == 302  # 300, a.py and c.tmp
+    assert {m.path for m in results["b"]} == {f"m{n:03}.py".encode() for n in range(300) if n % 10 == 7}
+    assert len(_servers(search)) == 1
