@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not os.path.exists(ripgrep.B
 
 
 @pytest.fixture
-async def search() -> Iterator[RipgrepWorkspaceSearch]:  # type: ignore[misc]
+async def search() -> AsyncIterator[RipgrepWorkspaceSearch]:
     adapter = RipgrepWorkspaceSearch(kept=True)
     yield adapter
     await adapter.aclose()
@@ -113,11 +113,25 @@ def _blocking_tree(root: Path) -> None:
     os.mkfifo(root / "zz" / ".gitignore")
 
 
+@pytest.fixture
+def per_call(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tops of the searches that ran in a per-call view."""
+    calls: list[str] = []
+    real = ripgrep.run
+
+    async def run(args: list[str], place: ripgrep.Place, *rest: object, **kw: object) -> ripgrep.Finished:
+        calls.append(place.top)
+        return await real(args, place, *rest, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ripgrep, "run", run)
+    return calls
+
+
 # --- the jail -------------------------------------------------------------------------------
 
 
 async def test_the_jail_hides_the_interpreters_files_even_from_a_followed_link(
-    search: RipgrepWorkspaceSearch, repo: Path
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]
 ) -> None:
     """The server needs /usr and the interpreter's prefix; rg, chrooted, must reach neither."""
     for name, target in (("usr", "/usr"), ("prefix", os.path.realpath(sys.base_prefix))):
@@ -127,7 +141,7 @@ async def test_the_jail_hides_the_interpreters_files_even_from_a_followed_link(
     out = bytearray()
     args = ["--files", "--follow", "--no-ignore", *ripgrep.BASE_ARGS]
     finished = await search.views.run(args, place, str(repo), lambda chunk: out.extend(chunk) or True)
-    assert _servers(search), "the call did not go through a kept view"
+    assert _servers(search) and per_call == [], "the call did not go through a kept view"
     assert sorted(out.split(b"\0")[:-1]) == [b"app/sess/a.py", b"app/sess/b.log", b"app/sess/c.tmp"]
     assert finished.stopped is None
 
@@ -227,20 +241,6 @@ async def test_closing_ends_every_server_and_its_rg(search: RipgrepWorkspaceSear
 # --- falling back -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def per_call(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tops of the searches that ran in a per-call view."""
-    calls: list[str] = []
-    real = ripgrep.run
-
-    async def run(args: list[str], place: ripgrep.Place, *rest: object, **kw: object) -> ripgrep.Finished:
-        calls.append(place.top)
-        return await real(args, place, *rest, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ripgrep, "run", run)
-    return calls
-
-
 async def test_a_server_that_dies_sends_the_call_to_a_per_call_view(
     search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -286,9 +286,10 @@ async def test_two_searches_at_once_share_one_server(search: RipgrepWorkspaceSea
         found = results[name]
         await search.lines(Walk(str(repo), str(repo)), LineQuery(pattern), lambda m: found.append(m) or True)
 
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(one, "a", "needle")
-        tasks.start_soon(one, "b", r"needle \d*7$")
+    with anyio.fail_after(20):  # a reply handed to no one would leave a search waiting forever
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(one, "a", "needle")
+            tasks.start_soon(one, "b", r"needle \d*7$")
     assert len(results["a"]) == 302  # 300, a.py and c.tmp
     assert {m.path for m in results["b"]} == {f"m{n:03}.py".encode() for n in range(300) if n % 10 == 7}
     assert len(_servers(search)) == 1

@@ -1,0 +1,49 @@
+"""Several searches share one kept view's socket (ADR 0037): each gets its own reply, whoever reads it.
+
+The server answers in the order its rg processes end, not in the order
+they were asked for; the search reading the socket when another's answer
+comes must hand it over, or that search waits forever.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import anyio
+import pytest
+
+from term2.adapters.workspace.view_server import Server
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_search_gets_its_own_reply_whoever_reads_it() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    server = Server(("key",), os.getpid(), os.pidfd_open(os.getpid()), ours)
+    first, second = (1).to_bytes(8, "little"), (2).to_bytes(8, "little")
+    got: dict[bytes, bytes | None] = {}
+
+    async def wait(ident: bytes) -> None:
+        got[ident] = await server.reply(ident)
+
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(wait, first)
+                await anyio.sleep(0.05)  # the first search is reading the socket
+                tasks.start_soon(wait, second)
+                await anyio.sleep(0.05)
+                theirs.send(b"X" + second + struct.pack("<i", 0))  # the second search's rg ended first
+                theirs.send(b"F" + first + b"could not start")
+        assert got == {first: b"F" + first + b"could not start", second: b"X" + second + struct.pack("<i", 0)}
+        theirs.close()
+        with anyio.fail_after(5):
+            assert await server.reply(first) is None  # the server is gone: no reply will come
+        assert server.dead
+    finally:
+        theirs.close()
+        ours.close()
+        os.close(server.pidfd)
