@@ -278,6 +278,20 @@ async def test_a_killed_server_is_replaced(search: RipgrepWorkspaceSearch, repo:
 # --- concurrency ---------------------------------------------------------------------------------
 
 
+async def test_an_idle_server_ends_itself_and_the_next_search_starts_another(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(view_server, "IDLE_SECONDS", 0.2)
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert search.views is not None
+    [server] = search.views.servers
+    with anyio.fail_after(5):
+        await anyio.wait_readable(server.pidfd)  # it ended by itself
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert per_call == [] and _servers(search) != [server.pid]  # not a request lost on the ended one
+    assert not os.path.exists(f"/proc/{server.pid}")  # reaped
+
+
 async def test_two_searches_at_once_share_one_server(search: RipgrepWorkspaceSearch, repo: Path) -> None:
     for n in range(300):
         (repo / f"m{n:03}.py").write_text(f"needle {n}\n")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import select
 import signal
 import socket
 import stat
@@ -179,6 +180,12 @@ class Server:
                 wake, self._wake = self._wake, None
                 if wake is not None:
                     wake.set()
+
+    def alive(self) -> bool:
+        """False once its process ended (an idle server ends itself): its pidfd turns readable."""
+        if not self.dead and select.select([self.pidfd], [], [], 0)[0]:
+            self.dead = True
+        return not self.dead
 
     def kill(self) -> None:
         """End the server at once; its pid namespace takes every rg with it."""
@@ -345,8 +352,6 @@ class _MountTable:
     mounts below the workspace as they were when it was made, a per-call view as they are."""
 
     def __init__(self) -> None:
-        import select
-
         self._fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
         self._poll = select.poll()
         self._poll.register(self._fd, select.POLLPRI | select.POLLERR)
@@ -419,7 +424,7 @@ class KeptViews:
             self._lock = anyio.Lock()
         async with self._lock:
             for server in list(self.servers):
-                if server.key == key and not server.dead:
+                if server.key == key and server.alive():
                     self.servers.remove(server)
                     self.servers.append(server)
                     return server
