@@ -252,6 +252,19 @@ async def test_a_server_that_dies_sends_the_call_to_a_per_call_view(
     assert per_call == [str(repo)]
 
 
+async def test_an_rg_the_server_cannot_start_runs_in_a_per_call_view(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]
+) -> None:
+    assert search.views is not None
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    [server] = _servers(search)
+    place = ripgrep.Place(str(repo), str(repo / "gone"), "..")  # a cwd rg cannot start in
+    finished = await search.views.run(["--files", *ripgrep.BASE_ARGS], place, str(repo), lambda chunk: True)
+    assert per_call == [str(repo)]  # the server said so; the per-call view then says what bwrap says
+    assert finished.view_failure() is not None and "gone" in finished.stderr
+    assert _servers(search) == [server] and await _files(search, repo) == {b"a.py", b"c.tmp"}
+
+
 async def test_a_server_that_cannot_start_sends_calls_to_per_call_views(
     search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

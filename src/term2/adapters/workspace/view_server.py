@@ -314,7 +314,7 @@ async def _search(
             return None  # rg never ran there, or printed nothing before the server went: run it again
         call.finished.stopped = call.finished.stopped or "stopped: the search process ended"
     else:
-        call.finished.returncode = os.waitstatus_to_exitcode(struct.unpack("<i", reply[9:13])[0])
+        call.finished.returncode = struct.unpack("<i", reply[9:13])[0]
     call.finished.stderr = errors.decode("utf-8", "replace")
     return call.finished
 

@@ -13,18 +13,18 @@ Protocol, one datagram a message on a SOCK_SEQPACKET socket (id: 8 bytes):
   write ends of rg's stdout and stderr pipes attached (SCM_RIGHTS);
   `K` id: SIGKILL that rg's process group.
 - here → term2: `H` once ready (`E` and why, when it cannot serve);
-  `X` id and rg's wait status when it ended; `F` id and why, when rg could
+  `X` id and rg's return code when it ended (negative: the signal); `F` id and why, when rg could
   not be started (term2 then runs that call in a per-call view).
 EOF on the socket (term2 closed it, or died) kills every rg and ends this
 process; so does an idle while with nothing running.
 """
 
-import errno
 import os
 import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 
 RG = b"/.term2/rg"
@@ -32,52 +32,27 @@ RG_ENV = {b"XDG_CONFIG_HOME": b"/.term2/config", b"HOME": b"/.term2/home"}
 MESSAGE = 1 << 16
 
 
-def start(sock: socket.socket, argv: list[bytes], cwd: bytes, out: int, err: int) -> int:
-    """Fork, and exec rg in the child; return its pid, or raise OSError with why it did not start."""
-    report_r, report_w = os.pipe()  # close-on-exec: EOF means exec succeeded
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(report_r)
-            sock.close()
-            os.setpgid(0, 0)
-            os.chdir(cwd)
-            stdin_r, stdin_w = os.pipe()
-            os.close(stdin_w)  # an empty stdin: there is no /dev/null here
-            os.dup2(stdin_r, 0)
-            os.dup2(out, 1)
-            os.dup2(err, 2)
-            os.closerange(3, report_w)
-            os.closerange(report_w + 1, 1 << 16)
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            os.execve(RG, [RG, *argv], RG_ENV)
-        except BaseException as failure:  # anything at all: say it and leave
-            try:
-                os.write(report_w, str(failure).encode("utf-8", "replace")[:1000] or b"failed")
-            finally:
-                os._exit(127)
-    os.close(report_w)
+def start(argv: list[bytes], cwd: bytes, out: int, err: int) -> subprocess.Popen[bytes]:
+    """rg in its own process group, from `cwd`, with an empty stdin; OSError says why it did not start.
+
+    `subprocess` starts it with vfork (no preexec function, no uid or gid
+    change): ~0.8 ms, against ~2 ms for `os.fork` of this process and exec.
+    """
+    stdin_r, stdin_w = os.pipe()
+    os.close(stdin_w)  # an empty stdin: there is no /dev/null here
     try:
-        os.setpgid(pid, pid)  # also from here, so a cancel right away finds the group
-    except OSError:
-        pass
-    why = b""
-    while True:
-        chunk = os.read(report_r, 1024)
-        if not chunk:
-            break
-        why += chunk
-    os.close(report_r)
-    if why:
-        os.waitpid(pid, 0)
-        raise OSError(errno.ENOEXEC, why.decode("utf-8", "replace"))
-    return pid
+        return subprocess.Popen(
+            [RG, *argv], executable=RG, stdin=stdin_r, stdout=out, stderr=err, cwd=cwd, env=RG_ENV,
+            process_group=0, close_fds=True, restore_signals=True,
+        )  # fmt: skip
+    finally:
+        os.close(stdin_r)
 
 
 def serve(sock: socket.socket, idle_ms: int) -> None:
     poller = select.poll()
     poller.register(sock, select.POLLIN)
-    running: dict[int, tuple[bytes, int]] = {}  # pidfd -> (id, pid)
+    running: dict[int, tuple[bytes, subprocess.Popen[bytes]]] = {}  # pidfd -> (id, rg)
     groups: dict[bytes, int] = {}  # id -> pid
     try:
         while True:
@@ -86,12 +61,11 @@ def serve(sock: socket.socket, idle_ms: int) -> None:
                 return  # idle: term2 starts another when it needs one
             for fd, _mask in events:
                 if fd in running:
-                    ident, pid = running.pop(fd)
+                    ident, rg = running.pop(fd)
                     poller.unregister(fd)
                     os.close(fd)
-                    _, status = os.waitpid(pid, 0)
                     groups.pop(ident, None)
-                    sock.send(b"X" + ident + struct.pack("<i", status))
+                    sock.send(b"X" + ident + struct.pack("<i", rg.wait()))
                     continue
                 message, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE, 2, socket.MSG_CMSG_CLOEXEC)
                 if not message:
@@ -110,16 +84,16 @@ def serve(sock: socket.socket, idle_ms: int) -> None:
                     continue
                 cwd, *argv = body.split(b"\0")
                 try:
-                    pid = start(sock, argv, cwd, fds[0], fds[1])
-                    pidfd = os.pidfd_open(pid)
-                except OSError as failure:
+                    rg = start(argv, cwd, fds[0], fds[1])
+                except (OSError, subprocess.SubprocessError) as failure:
                     sock.send(b"F" + ident + str(failure).encode("utf-8", "replace")[:1000])
                     continue
                 finally:
                     os.close(fds[0])
                     os.close(fds[1])
-                running[pidfd] = (ident, pid)
-                groups[ident] = pid
+                pidfd = os.pidfd_open(rg.pid)
+                running[pidfd] = (ident, rg)
+                groups[ident] = rg.pid
                 poller.register(pidfd, select.POLLIN)
     finally:
         for pid in groups.values():
