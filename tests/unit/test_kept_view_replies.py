@@ -47,3 +47,27 @@ async def test_each_search_gets_its_own_reply_whoever_reads_it() -> None:
         theirs.close()
         ours.close()
         os.close(server.pidfd)
+
+
+async def test_a_search_waiting_when_the_socket_is_closed_under_it_sees_the_server_gone() -> None:
+    """`aclose` ends a server while a search waits for its reply: that search gets no reply, not an error."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    server = Server(("key",), os.getpid(), os.pidfd_open(os.getpid()), ours)
+    got: list[bytes | None] = []
+
+    async def wait() -> None:
+        got.append(await server.reply((1).to_bytes(8, "little")))
+
+    try:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(wait)
+                await anyio.sleep(0.05)
+                anyio.notify_closing(ours)  # as Server.end closes it
+                ours.close()
+        assert got == [None] and server.dead
+    finally:
+        theirs.close()
+        ours.close()
+        os.close(server.pidfd)

@@ -129,11 +129,14 @@ class Server:
     _wake: anyio.Event | None = None
 
     def send(self, data: bytes, fds: Sequence[int] = ()) -> bool:
-        """One message; False when the server is gone. Requests are small: a full buffer counts as gone."""
+        """One message, or False: the server is gone, or its socket's buffer is full (a request then
+        runs in a per-call view; a kill not sent ends the whole server once its reply is overdue)."""
         if self.dead:
             return False
         try:
             socket.send_fds(self.sock, [data], list(fds)) if fds else self.sock.send(data)
+        except BlockingIOError:
+            return False
         except OSError:
             self.dead = True
             return False
@@ -144,7 +147,10 @@ class Server:
             try:
                 data = self.sock.recv(MESSAGE)
             except BlockingIOError:
-                await anyio.wait_readable(self.sock)
+                try:
+                    await anyio.wait_readable(self.sock)
+                except (anyio.ClosedResourceError, ValueError, OSError):  # closed under it (`end`)
+                    break
                 continue
             except OSError:
                 break
