@@ -11,6 +11,7 @@ searches share one server at once.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -178,6 +179,22 @@ async def test_the_global_excludes_file_made_later_starts_a_fresh_server(
     (xdg / "ignore").write_text("*.tmp\n")
     assert await _files(search, repo) == {b"a.py"}
     assert _servers(search) != first
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+async def test_a_file_system_mounted_in_the_workspace_later_is_seen(search: RipgrepWorkspaceSearch, repo: Path) -> None:
+    """A kept view holds the mounts below the workspace as they were; term2's mount table changing ends it."""
+    (repo / "mnt").mkdir()
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    first = _servers(search)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "keptview", str(repo / "mnt")], check=True)
+    try:
+        (repo / "mnt" / "x.py").write_text("needle\n")
+        assert await _files(search, repo) == {b"a.py", b"c.tmp", b"mnt/x.py"}
+        assert _servers(search) != first
+    finally:
+        subprocess.run(["umount", str(repo / "mnt")], check=True)
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
 
 
 # --- bounds, cancel and what is left running ----------------------------------------------------

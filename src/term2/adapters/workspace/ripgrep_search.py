@@ -3,7 +3,8 @@
 ripgrep's `ignore` crate is the ignore engine and walker (ADR 0026); this
 module turns a port request into rg's arguments and rg's output into the
 port's records, and its failures into the port's error. Where rg runs, and
-how it is bounded, is ripgrep.py.
+how it is bounded, is ripgrep.py (a view made per walk) and view_server.py
+(views kept between walks, ADR 0037).
 """
 
 from __future__ import annotations

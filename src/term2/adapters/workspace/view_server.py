@@ -430,7 +430,7 @@ class KeptViews:
             self._lock = anyio.Lock()
         async with self._lock:
             for server in list(self.servers):
-                if server.key == key and server.alive():
+                if server.key == key and not server.retired and server.alive():
                     self.servers.remove(server)
                     self.servers.append(server)
                     return server
