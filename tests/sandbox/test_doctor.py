@@ -41,15 +41,29 @@ def test_doctor_stdout_is_the_verdict_alone(tmp_path: Path) -> None:
     assert "host_sockets_masked" in result.stderr
 
 
-def test_doctor_says_how_far_inotify_keeps_the_walks_and_how_to_raise_it(tmp_path: Path) -> None:
-    """Unprivileged, a folder takes a watch: the user learns the limit past which commands walk in full."""
+def test_doctor_says_how_far_inotify_keeps_the_walks_and_how_to_raise_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unprivileged, a folder takes a watch, then (past the watches, Linux 5.13) a fanotify inode mark: the user
+    learns how many folders both limits keep, past which commands walk in full, and how to raise them."""
+    from term2.adapters.sandbox import walk_watching
     from term2.adapters.sandbox.walk_watching import how_walks_are_kept
 
     watches = tmp_path / "max_user_watches"
     watches.write_text("65536\n")
-    said = how_walks_are_kept(("inotify",), str(watches))
+    marks = tmp_path / "max_user_marks"
+    marks.write_text("8192\n")
+    said = how_walks_are_kept(("inotify",), str(watches), str(marks))
+    assert said.startswith(
+        "kept between commands with inotify, then fanotify inode marks, for up to 73,728 folders (65,536 inotify"
+        " watches, then 8,192 fanotify inode marks): a workspace with more is walked in full"
+    ), said
+    assert said.endswith("sudo sysctl fs.inotify.max_user_watches=1048576 fs.fanotify.max_user_marks=1048576)")
+    refused = "no fanotify group: Operation not permitted"  # a kernel before 5.13
+    monkeypatch.setattr(walk_watching, "inode_marks_refused", lambda folder: refused)
+    said = how_walks_are_kept(("inotify",), str(watches), str(marks))
     assert said.startswith("kept between commands with inotify, for up to 65,536 folders: a workspace with more")
-    assert "sudo sysctl fs.inotify.max_user_watches=" in said
+    assert "sudo sysctl fs.inotify.max_user_watches=" in said and "no fanotify inode marks: no fanotify group" in said
     assert how_walks_are_kept(()) == (
         "walked in full before and after every command: neither fanotify nor inotify is available here"
     )

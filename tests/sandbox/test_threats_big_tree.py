@@ -30,6 +30,7 @@ import pytest
 from term2.ports.sandbox import CommandResult
 from tests.sandbox.commands import text
 from tests.sandbox.test_threats_plants_and_escapes import git_dir_seen_by_host
+from tests.unit.test_watch_spill import limit_fanotify_marks, limit_inotify_watches
 
 if TYPE_CHECKING:
     from tests.sandbox.conftest import Box
@@ -99,7 +100,8 @@ async def warm(box: Box, folders: int) -> None:
     first, *later = listed(box)
     assert first >= folders, "the first scan lists every folder"
     assert max(later) <= FEW, later
-    assert box.sandbox.trees.tree(str(box.root)).watcher == box.sandbox.trees.watchers[0]
+    expected = getattr(box, "expected_watcher", box.sandbox.trees.watchers[0])  # "inotify+fanotify": spilled
+    assert box.sandbox.trees.tree(str(box.root)).watcher == expected
 
 
 async def run_listing_few(box: Box, command: str) -> CommandResult:
@@ -279,34 +281,20 @@ async def test_concurrent_commands_on_one_root_each_find_their_own_plants(box: B
     assert "done" in text(result) and box.tag not in text(result)
 
 
-def limit_inotify_watches(monkeypatch: pytest.MonkeyPatch, watches: int) -> None:
-    """fs.inotify.max_user_watches reached after ``watches`` watches: inotify_add_watch fails with ENOSPC."""
-    from term2.adapters.sandbox import inotify
-    from term2.adapters.sandbox.folder_watch import Unwatchable
-
-    real_watch = inotify.Inotify.watch
-    budget = iter(range(watches))
-
-    def watch(self: inotify.Inotify, fd: int, st: os.stat_result | None = None) -> int:
-        if next(budget, None) is None:
-            raise Unwatchable("inotify watch refused: No space left on device")
-        return real_watch(self, fd, st)
-
-    monkeypatch.setattr(inotify.Inotify, "watch", watch)
-
-
 @pytest.mark.parametrize("why", ["no watches left", "a file system outside the VFS"])
 async def test_without_watches_every_scan_walks_the_whole_tree(
     box: Box, big: int, watcher: str, why: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past fs.inotify.max_user_watches, or on NFS/FUSE, the kept walk gives up watching: never a refusal,
-    never a scan that trusts what it no longer watches."""
+    """Past fs.inotify.max_user_watches and fs.fanotify.max_user_marks together (the inotify watches spill
+    to fanotify inode marks: test_threats_spill.py), or on NFS/FUSE, the kept walk gives up watching: never a
+    refusal, never a scan that trusts what it no longer watches."""
     from term2.adapters.sandbox import watched_tree
 
     if why == "no watches left":
         if watcher == "fanotify":
             pytest.skip("fanotify needs no watch per folder (see the test past the inotify watch limit)")
-        limit_inotify_watches(monkeypatch, big // 2)
+        limit_inotify_watches(monkeypatch, big // 3)
+        limit_fanotify_marks(monkeypatch, big // 3)
     else:
         monkeypatch.setattr(watched_tree, "trusted_file_system", lambda fd: False)
     await box.run("true")
@@ -321,8 +309,9 @@ async def test_a_flood_past_the_kernel_queue_takes_the_full_walk(box: Box, big: 
     can tell what changed. fanotify's reader thread drains its queue as events come, so it is held off here
     (the scan's own read waits for it); inotify's queue fills on its own."""
     await warm(box, big)
-    tree = box.sandbox.trees.tree(str(box.root))
-    held = tree._watcher.group.lock if watcher == "fanotify" else contextlib.nullcontext()  # type: ignore[union-attr]
+    kept = box.sandbox.trees.tree(str(box.root))._watcher
+    fanotify = getattr(kept, "_fanotify", kept)  # inotify+fanotify (test_threats_spill.py): DEEP is its fanotify half's
+    held = fanotify.group.lock if watcher != "inotify" else contextlib.nullcontext()  # type: ignore[union-attr]
     deep = os.fsencode(box.root / DEEP)
     with held:
         for i in range(17_000):  # past the 16,384 events either queue holds (fanotify merges a name's two)

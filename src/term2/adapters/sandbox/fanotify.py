@@ -18,6 +18,14 @@ default 16,384 events), and its overflow, an event not understood, or more
 changed folders than a walk is worth is ``EventsLost``: a full walk. A scan
 first drains what is queued by then, under the same lock, so every change made
 before the scan began is in what it reads.
+
+Without CAP_SYS_ADMIN a filesystem mark is refused, but since Linux 5.13 a group
+reporting file handles may add inode marks (``FAN_MARK_INODE``) on folders its
+process can read, counted against ``fs.fanotify.max_user_marks``, a budget of
+its own. A group made with ``inode_marks=True`` marks each folder it is given a
+key for, through that folder's descriptor: what the kept walk spills to once
+inotify's watches run out (``watch_spill``). Its events, keys and reader thread
+are the filesystem group's.
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ import time
 from collections.abc import Container, Hashable
 from typing import Any
 
-from term2.adapters.sandbox.folder_watch import Change, EventsLost, MountTable, Unwatchable
+from term2.adapters.sandbox.folder_watch import Change, EventsLost, MountTable, OutOfWatches, Unwatchable
 
 FAN_CLOEXEC = 0x00000001
 FAN_NONBLOCK = 0x00000002
 FAN_CLASS_NOTIF = 0x00000000
 FAN_REPORT_DFID_NAME = 0x00000C00  # FAN_REPORT_DIR_FID | FAN_REPORT_NAME (Linux 5.9)
 FAN_MARK_ADD = 0x00000001
+FAN_MARK_INODE = 0x00000000
 FAN_MARK_FILESYSTEM = 0x00000100
 FAN_ATTRIB = 0x00000004
 FAN_MOVED_FROM = 0x00000040
@@ -81,9 +90,13 @@ def _libc() -> tuple[Any, Any]:
 class FanotifyGroup:
     """One fanotify group: its descriptor, a mark per file system met, and the reader thread, shared by
     the trees of one sandbox (``TreeWatches``) so that each event on a marked file system is parsed once
-    however many roots are kept. Each tree subscribes with a ``Fanotify`` watcher."""
+    however many roots are kept. Each tree subscribes with a ``Fanotify`` watcher.
 
-    def __init__(self) -> None:
+    ``inode_marks``: a mark per folder instead of one per file system (what an unprivileged process may
+    add); the group then belongs to one tree, so closing it lets go of every mark it added."""
+
+    def __init__(self, *, inode_marks: bool = False) -> None:
+        self.inode_marks = inode_marks
         try:
             self._libc, self._ctypes = _libc()
             fd = self._libc.fanotify_init(
@@ -116,13 +129,36 @@ class FanotifyGroup:
     # -- marks and keys -------------------------------------------------------
 
     def key(self, folder_fd: int, st: os.stat_result) -> bytes:
-        """The key of the folder open as ``folder_fd``; its file system is marked the first time it is met.
-        The mark is added through the descriptor itself, never a path."""
+        """The key of the folder open as ``folder_fd``; its file system is marked the first time it is met
+        (inode marks: the folder itself, every time: a second mark of one inode is the same mark). The mark
+        is added through the descriptor itself, never a path."""
+        if self.inode_marks:
+            self._mark_inode(folder_fd)
+            return self.name(folder_fd, st)
         fsid = self._fsids.get(st.st_dev)
         if fsid is None:
             with self.lock:
                 fsid = self._mark(folder_fd, st)
         return fsid + self._handle(folder_fd)
+
+    def name(self, folder_fd: int, st: os.stat_result) -> bytes:
+        """The key fanotify's events would give the folder open as ``folder_fd``, marking nothing."""
+        fsid = self._fsids.get(st.st_dev)
+        if fsid is None:
+            fsid = _fsid(folder_fd)
+            if fsid is None or fsid == bytes(8):
+                raise Unwatchable("fanotify cannot tell this file system apart (no fsid)")
+            self._fsids[st.st_dev] = fsid
+        return fsid + self._handle(folder_fd)
+
+    def _mark_inode(self, folder_fd: int) -> None:
+        if self._libc.fanotify_mark(self.fd, FAN_MARK_ADD | FAN_MARK_INODE, FOLDER_EVENTS, folder_fd, None):
+            err = self._ctypes.get_errno()
+            why = f"fanotify inode mark refused: {os.strerror(err)}"
+            raise OutOfWatches(why) if err == errno.ENOSPC else Unwatchable(why)  # max_user_marks reached
+        if self._thread is None:
+            with self.lock:
+                self._start_reader()
 
     def revalidate(self) -> None:
         """Forget which file systems were marked when the mount table changed since last asked: the next
@@ -145,11 +181,15 @@ class FanotifyGroup:
                 self.refused = why
             raise Unwatchable(why)
         self._fsids[st.st_dev] = fsid
-        if self._thread is None:
+        self._start_reader()
+        return fsid
+
+    def _start_reader(self) -> None:
+        """The reader thread, with the first mark (the caller holds the lock): a group with none needs none."""
+        if self._thread is None and self.fd is not None:
             self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             self._thread = threading.Thread(target=self._drain_forever, name="term2-fanotify", daemon=True)
             self._thread.start()
-        return fsid
 
     def _handle(self, folder_fd: int) -> bytes:
         ctypes = self._ctypes

@@ -23,6 +23,11 @@ class Unwatchable(Exception):
     cannot report on): use another, or walk in full."""
 
 
+class OutOfWatches(Unwatchable):
+    """The per-user budget of this API is spent (``ENOSPC``: ``fs.inotify.max_user_watches``,
+    ``fs.fanotify.max_user_marks``): another API with a budget of its own may still watch."""
+
+
 class EventsLost(Exception):
     """Some changes may have happened with no event queued for them: only a full walk can tell."""
 
@@ -37,7 +42,7 @@ class Change:
 
 
 class Watcher(Protocol):
-    kind: str  # "inotify" or "fanotify", for the log and the tests
+    kind: str  # "fanotify", "inotify" or "inotify+fanotify" (spilled, ``watch_spill``), for the log and the tests
 
     def watch(self, folder_fd: int, st: os.stat_result) -> Hashable:
         """Start (or go on) reporting changes to the folder open as ``folder_fd``; its key."""

@@ -16,11 +16,12 @@ on those are walked in full every time.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from typing import Any
 
-from term2.adapters.sandbox.folder_watch import Change, EventsLost, Unwatchable
+from term2.adapters.sandbox.folder_watch import Change, EventsLost, OutOfWatches, Unwatchable
 
 IN_ATTRIB = 0x00000004
 IN_MOVED_FROM = 0x00000040
@@ -94,7 +95,10 @@ class Inotify:
         was opened (with O_NOFOLLOW, relative to its parent) is watched, never what a path names now."""
         wd = self._libc.inotify_add_watch(self.fd, f"/proc/self/fd/{folder_fd}".encode(), FOLDER_EVENTS)
         if wd < 0:
-            raise Unwatchable(f"inotify watch refused: {os.strerror(self._ctypes.get_errno())}")
+            err = self._ctypes.get_errno()
+            why = f"inotify watch refused: {os.strerror(err)}"
+            # ENOSPC: fs.inotify.max_user_watches reached (a watch already on this inode is given back even then)
+            raise OutOfWatches(why) if err == errno.ENOSPC else Unwatchable(why)
         return int(wd)
 
     def unwatch(self, key: object) -> None:

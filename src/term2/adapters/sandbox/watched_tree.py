@@ -6,7 +6,9 @@ files, git metadata, instruction files and (host-root runs) setid files
 at 500,000 entries. So the first walk of a root builds a tree of folders,
 each opened with ``O_NOFOLLOW`` relative to its parent and watched through
 that descriptor: with one fanotify mark per file system as root (``fanotify``,
-ADR 0033), else one inotify watch per folder (``inotify``). Every later scan
+ADR 0033), else one inotify watch per folder (``inotify``) and, once
+``fs.inotify.max_user_watches`` is spent, a fanotify mark per folder
+(``watch_spill``). Every later scan
 reads the kernel's events and lists again only the folders they name, in the
 same way. Nothing is taken from timestamps: a command can set a folder's or a
 file's mtime back, but it cannot keep the kernel from queueing the event of
@@ -22,7 +24,7 @@ Anything out of the ordinary falls back to the full walk, which stays the
 reference: an event queue that overflowed, a watch lost, a folder that is not
 what was listed at its path, more changed folders than a walk is worth, a
 folder on a file system whose changes may bypass this kernel (NFS, FUSE),
-term2's mount table changed, no watches left. A scan that fails forgets the
+term2's mount table changed, neither watches nor marks left. A scan that fails forgets the
 tree, so the next one walks in full and fails the same way (fail closed).
 Scans of one root hold its lock.
 """
@@ -39,7 +41,7 @@ import structlog
 from term2.adapters.sandbox.fanotify import Fanotify, FanotifyGroup
 from term2.adapters.sandbox.folder_facts import Facts, list_folder
 from term2.adapters.sandbox.folder_watch import EventsLost, MountTable, Unwatchable, Watcher
-from term2.adapters.sandbox.inotify import Inotify, trusted_file_system
+from term2.adapters.sandbox.inotify import trusted_file_system
 from term2.adapters.sandbox.tree_scan import (
     DIR_FLAGS,
     SCAN_MAX_DEPTH,
@@ -49,6 +51,7 @@ from term2.adapters.sandbox.tree_scan import (
     open_below,
     unseen,
 )
+from term2.adapters.sandbox.watch_spill import InotifyThenFanotify
 
 _log = structlog.get_logger(__name__)
 
@@ -57,7 +60,8 @@ WATCHED_ROOTS = 8  # roots whose walk (and watches) one sandbox keeps; the least
 # opening each from the root.
 REWALK_FOLDERS = 4096
 REWALK_SHARE = 8
-# Tried in this order: fanotify needs CAP_SYS_ADMIN but no watch per folder; inotify works for anyone.
+# Tried in this order: fanotify needs CAP_SYS_ADMIN but no watch per folder; inotify works for anyone, and
+# spills to fanotify inode marks (Linux 5.13, unprivileged) past its watch limit.
 WATCHERS: tuple[str, ...] = ("fanotify", "inotify")
 
 
@@ -146,7 +150,8 @@ class WatchedTree:
 
     @property
     def watcher(self) -> str | None:
-        """The kind of watcher the tree is kept with now ("fanotify", "inotify"), None when walked in full."""
+        """The kind of watcher the tree is kept with now ("fanotify", "inotify", "inotify+fanotify" once spilled),
+        None when walked in full."""
         return None if self._watcher is None else self._watcher.kind
 
     def close(self) -> None:
@@ -198,7 +203,7 @@ class WatchedTree:
                     fanotify.group.revalidate()  # a file system mounted since may have an old one's st_dev
                     self._watcher = fanotify
                 else:
-                    self._watcher = Inotify()
+                    self._watcher = InotifyThenFanotify(self._keys)
                 self._mounts = MountTable()
                 return
             except (Unwatchable, OSError) as exc:
