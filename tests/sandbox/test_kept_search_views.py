@@ -10,10 +10,16 @@ searches share one server at once.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+import sysconfig
+import tempfile
+import textwrap
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -145,6 +151,115 @@ async def test_the_jail_hides_the_interpreters_files_even_from_a_followed_link(
     assert _servers(search) and per_call == [], "the call did not go through a kept view"
     assert sorted(out.split(b"\0")[:-1]) == [b"app/sess/a.py", b"app/sess/b.log", b"app/sess/c.tmp"]
     assert finished.stopped is None
+
+
+_UNPRIVILEGED = 65534
+_UNPRIVILEGED_SEARCH = textwrap.dedent(
+    """
+    import json, os, sys, anyio
+    from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep
+    from term2.ports.workspace_search import Walk
+
+    async def main(root, rg):
+        per_call = []
+        real = ripgrep.run
+
+        async def counted(args, place, *rest, **kw):
+            per_call.append(place.top)
+            return await real(args, place, *rest, **kw)
+
+        ripgrep.run = counted
+        search = RipgrepWorkspaceSearch(rg=rg, kept=True)
+        try:
+            found = []
+            await search.files(Walk(root, root), lambda path: found.append(os.fsdecode(path)) or True)
+            out = bytearray()
+            args = ["--files", "--follow", "--no-ignore", *ripgrep.BASE_ARGS]
+            place = ripgrep.Place.of(root, root)
+            finished = await search.views.run(args, place, root, lambda chunk: out.extend(chunk) or True, rg=rg)
+            roots = {}
+            for server in search.views.servers:
+                for pid in os.listdir("/proc"):
+                    try:
+                        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+                        if argv[1:4] == [b"-I", b"-S", b"-c"] and b"/.term2/jail" in argv:
+                            roots[pid] = os.readlink(f"/proc/{pid}/root")
+                    except (OSError, IndexError):
+                        continue
+            said = {
+                "uid": os.geteuid(), "servers": len(search.views.servers), "per_call": per_call, "found": found,
+                "followed": sorted(os.fsdecode(p) for p in bytes(out).split(b"\\0")[:-1]),
+                "stopped": finished.stopped, "roots": roots,
+            }
+            print("RESULT " + json.dumps(said))
+        finally:
+            await search.aclose()
+
+    anyio.run(main, *sys.argv[1:])
+    """
+)
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder another user can reach (pytest's own are root's alone)."""
+    folder = Path(os.path.realpath(tempfile.mkdtemp(prefix="term2-kept-")))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a user other than root can reach `path` (every folder above it searchable by others)."""
+    folder = os.path.dirname(path)
+    while folder != "/":
+        if not os.stat(folder).st_mode & stat.S_IXOTH:
+            return False
+        folder = os.path.dirname(folder)
+    return bool(os.stat(path).st_mode & stat.S_IXOTH)
+
+
+def _unprivileged_interpreter() -> str | None:
+    """This interpreter when another user can run it by its real path, else the system's of the same version."""
+    for python in (os.path.realpath(sys.executable), f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
+        if os.path.exists(python) and _reachable_by_others(python):
+            return python
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs term2 as another, unprivileged, user, which takes root to arrange")
+async def test_unprivileged_the_server_chroots_in_its_user_namespace_and_serves(outside: Path) -> None:
+    """Most users run term2 unprivileged: bwrap then gives CAP_SYS_CHROOT only inside a user namespace.
+    The kept server must still chroot and serve (not leave every call to a per-call view), and rg, told
+    to follow links, must not reach the /usr the server's view holds."""
+    python = _unprivileged_interpreter()
+    if python is None:
+        pytest.skip("no interpreter of this version that an unprivileged user can run")
+    root = outside / "ws"
+    (root / ".git").mkdir(parents=True)
+    (root / "sub").mkdir()
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "a.py").write_text("needle\n")
+    (root / "b.log").write_text("needle\n")
+    (root / "sub" / "c.txt").write_text("needle\n")
+    os.symlink("/usr", root / "usr")
+    subprocess.run(["chown", "-R", f"{_UNPRIVILEGED}:{_UNPRIVILEGED}", str(root)], check=True)
+    paths = [str(Path(__file__).resolve().parents[2] / "src"), sysconfig.get_path("purelib")]
+    child = subprocess.run(
+        ["setpriv", f"--reuid={_UNPRIVILEGED}", f"--regid={_UNPRIVILEGED}", "--clear-groups", "--",
+         python, "-I", "-c", f"import sys; sys.path[:0] = {paths!r}; exec({_UNPRIVILEGED_SEARCH!r})",
+         str(root), ripgrep.rg_binary()],
+        capture_output=True, text=True, timeout=60, check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr[-3000:]
+    [said] = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(said.removeprefix("RESULT "))
+    assert result["uid"] == _UNPRIVILEGED
+    assert result["per_call"] == [] and result["servers"] == 1, result  # served by the kept server
+    assert sorted(result["found"]) == [".gitignore", "a.py", "sub/c.txt"], result
+    assert list(result["roots"].values()) == ["/.term2/jail"], result  # the server chrooted
+    assert result["followed"] == ["./.gitignore", "./a.py", "./b.log", "./sub/c.txt"], result  # usr not followed
+    assert result["stopped"] is None
 
 
 # --- what the view was made of ----------------------------------------------------------------
