@@ -10,6 +10,7 @@ searches share one server at once.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -406,6 +407,40 @@ async def test_a_server_that_cannot_start_sends_calls_to_per_call_views(
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert per_call == [str(repo), str(repo)] and _servers(search) == []
+
+
+def _children() -> set[tuple[int, str]]:
+    """This process's children, zombies included (an unreaped one is a leak too), with their state."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                found.add((int(entry.name), fields[0]))
+    return found
+
+
+async def test_a_search_cancelled_while_its_server_starts_leaves_no_server_or_descriptor(
+    search: RipgrepWorkspaceSearch, repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The first call for a view waits for its server's hello; a caller cancelled then (the user cancels
+    the turn) must not leave that server running, unreaped, or its pidfd and socket open in term2."""
+    program = tmp_path / "slow.py"
+    program.write_text("import time\ntime.sleep(20)\n")  # never says hello, never reads its socket
+    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    assert _children() == set()
+    descriptors = len(os.listdir("/proc/self/fd"))
+    with anyio.move_on_after(0.5) as scope:
+        await search.files(Walk(str(repo), str(repo)), lambda path: True)
+    assert scope.cancelled_caught
+    assert _children() == set()
+    assert _servers(search) == []
+    await search.aclose()  # closes what the pool itself holds (the mount table)
+    gc.collect()  # a socket dropped unclosed would be closed here; a pidfd never is
+    assert len(os.listdir("/proc/self/fd")) == descriptors
 
 
 async def test_a_killed_server_is_replaced(search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]) -> None:

@@ -8,6 +8,7 @@ comes must hand it over, or that search waits forever.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 
@@ -71,3 +72,33 @@ async def test_a_search_waiting_when_the_socket_is_closed_under_it_sees_the_serv
         theirs.close()
         ours.close()
         os.close(server.pidfd)
+
+
+async def test_a_server_killed_after_it_was_ended_signals_no_other_process() -> None:
+    """`aclose` ends a server while a search on it is still unwinding; that search then kills the server,
+    which never answered. By then `end` has closed the server's pidfd, and its number may name another:
+    a pidfd term2 holds for another of its children (the loop's child watcher uses them)."""
+    sleeper = ["/bin/sleep", "30"]
+    first = os.posix_spawn(sleeper[0], sleeper, {})
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    server = Server(("key",), first, os.pidfd_open(first), ours)
+    number = server.pidfd
+    server.kill()
+    with anyio.fail_after(5):
+        await server.end()  # reaps it and closes its pidfd
+    other = os.posix_spawn(sleeper[0], sleeper, {})
+    reused = os.pidfd_open(other)
+    try:
+        if reused != number:
+            os.dup2(reused, number)  # the lowest free number is reused; made certain here
+        server.kill()  # the unwinding search
+        ended, _, _ = select.select([reused], [], [], 0.5)  # a SIGKILL sent ends it well within this
+        assert not ended, "another process was killed through a closed pidfd"
+    finally:
+        theirs.close()
+        os.kill(other, 9)
+        os.waitpid(other, 0)
+        os.close(reused)
+        if reused != number:
+            os.close(number)

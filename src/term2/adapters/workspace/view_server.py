@@ -194,14 +194,21 @@ class Server:
         return not self.dead
 
     def kill(self) -> None:
-        """End the server at once; its pid namespace takes every rg with it."""
+        """End the server at once; its pid namespace takes every rg with it.
+
+        Once `end` closed the pidfd its number may name another process's
+        (a search still unwinding after `aclose` calls this): then nothing is sent.
+        """
         self.dead = True
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     async def end(self) -> None:
         """Close its socket (it kills its rg and leaves), wait a little, then SIGKILL; reap it."""
         self.dead = True
+        if self.pidfd < 0:
+            return  # ended already
         if self.sock.fileno() >= 0:
             anyio.notify_closing(self.sock)
             self.sock.close()
@@ -212,7 +219,8 @@ class Server:
                 self.kill()
                 await anyio.wait_readable(self.pidfd)
                 _reaped(self.pid)
-        os.close(self.pidfd)
+        pidfd, self.pidfd = self.pidfd, -1
+        os.close(pidfd)
 
 
 def _reaped(pid: int) -> bool:
@@ -227,10 +235,13 @@ def _end_now(servers: list[Server]) -> None:
     """When the pool is dropped unclosed: SIGKILL and reap, without an event loop."""
     for server in servers:
         server.sock.close()
+        if server.pidfd < 0:
+            continue
         server.kill()
         with contextlib.suppress(ChildProcessError):
             os.waitpid(server.pid, 0)
         os.close(server.pidfd)
+        server.pidfd = -1
     servers.clear()
 
 
@@ -256,14 +267,23 @@ async def _start(scope: str, rg: str, excludes: str | None, bwrap: str, key: tup
     finally:
         theirs.close()
     ours.setblocking(False)
-    server = Server(key, pid, os.pidfd_open(pid), ours)
-    hello = None
-    with anyio.move_on_after(START_LIMIT):
-        hello = await server.receive()
-    if hello != b"H":
-        await server.end()
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        ours.close()
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
         return None
-    return server
+    server = Server(key, pid, pidfd, ours)
+    hello = None
+    try:
+        with anyio.move_on_after(START_LIMIT):
+            hello = await server.receive()
+    finally:
+        if hello != b"H":  # no hello in time, a failed chroot, or the caller cancelled while it started
+            server.kill()  # it serves nothing yet: nothing to let finish
+            await server.end()
+    return server if hello == b"H" else None
 
 
 @dataclass(slots=True)
