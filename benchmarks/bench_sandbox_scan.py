@@ -15,13 +15,18 @@ timed, median of --runs warm runs:
 - a warm `true` command, and the same in an empty workspace: the difference is what the walks
   cost a command now; and the walks alone (the scan before and after, as the sandbox makes them).
 The first command and the warm ones are measured once per watcher of --watchers (fanotify, one
-mark per file system, takes root; inotify, a watch per folder, falls back to full walks past
-fs.inotify.max_user_watches), each with a sandbox of its own: the "watcher" column says which one
-the tree was kept with ("none": walked in full every time). Past the fallback the warm runs are
+mark per file system, takes root; inotify, a watch per folder, spills to a fanotify inode mark per
+folder past fs.inotify.max_user_watches, and falls back to full walks past fs.fanotify.max_user_marks
+too), each with a sandbox of its own: the "watcher" column says which one the tree was kept with
+("inotify+fanotify": spilled; "none": walked in full every time). Past the fallback the warm runs are
 cut to 2 (each costs two full walks).
 The tree is removed before the next size is made. Run as root, the tree is
 root-owned (the sandbox maps to host root and the walks also look for setid
-files) unless --owner gives it to another uid (bwrap then runs as it).
+files) unless --owner gives it to another uid (bwrap then runs as it). term2
+itself unprivileged, as most users run it (the per-user limits are then that
+uid's): run the script as the owner, e.g. `setpriv --reuid=65534 --regid=65534
+--clear-groups -- python benchmarks/bench_sandbox_scan.py --owner 65534 --dir
+<a folder of 65534's> --watchers inotify`.
 Timing lives here, never in tests.
 """
 
