@@ -443,6 +443,33 @@ async def test_a_search_cancelled_while_its_server_starts_leaves_no_server_or_de
     assert len(os.listdir("/proc/self/fd")) == descriptors
 
 
+async def test_closing_while_a_search_looks_for_its_server_keeps_nothing_after(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`aclose` while a search is between its checks and its server's start (here: asking git for the
+    global excludes file): that search runs in a per-call view; no server is started after the close,
+    and the mount table is not opened again (nothing would close either)."""
+    asked, go = anyio.Event(), anyio.Event()
+    real = ripgrep.global_excludes
+
+    async def slow_excludes() -> str | None:
+        asked.set()
+        await go.wait()
+        return await real()
+
+    monkeypatch.setattr(ripgrep, "global_excludes", slow_excludes)
+    found: list[bytes] = []
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(search.files, Walk(str(repo), str(repo)), _all(found))
+        with anyio.fail_after(5):
+            await asked.wait()
+        await search.aclose()
+        go.set()
+    assert set(found) == {b"a.py", b"c.tmp"} and per_call == [str(repo)]
+    assert search.views is not None and search.views.servers == [] and search.views._mounts is None
+    assert _children() == set()
+
+
 async def test_a_killed_server_is_replaced(search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]) -> None:
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert search.views is not None

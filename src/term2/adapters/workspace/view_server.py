@@ -435,6 +435,8 @@ class KeptViews:
         if self._closed or time.monotonic() < self._failed_until:
             return None
         excludes = await ripgrep.global_excludes()
+        if self._closed:  # closed while git was asked: nothing is opened or started after `aclose`
+            return None
         if self._mounts is None:
             try:
                 self._mounts = _MountTable()
@@ -457,6 +459,10 @@ class KeptViews:
                 if server.dead or server.key[0] == scope:
                     await self._retire(server)  # what this view was made of changed: its server is ended
             started = await _start(scope, rg, excludes, bwrap, key)
+            if started is not None and self._closed:  # `aclose` ran while it started: it would outlive it
+                started.kill()
+                await started.end()
+                return None
             if started is None:
                 self._failed_until = time.monotonic() + 60.0  # per-call views meanwhile, not a start each call
                 return None
