@@ -372,6 +372,61 @@ async def test_closing_ends_every_server_and_its_rg(search: RipgrepWorkspaceSear
     assert await _files(search, other) == {b"x.txt"}  # per-call views after closing
 
 
+_KILLED_TERM2 = textwrap.dedent(
+    """
+    import os, sys, anyio
+    from term2.adapters.workspace import RipgrepWorkspaceSearch
+    from term2.ports.workspace_search import Walk
+
+    async def main(root):
+        search = RipgrepWorkspaceSearch(kept=True)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(search.files, Walk(root, root), lambda path: True)  # blocks on the FIFO
+            while not search.views.servers:
+                await anyio.sleep(0.02)
+            print("SERVER", search.views.servers[0].pid, flush=True)
+            await anyio.sleep_forever()
+
+    anyio.run(main, sys.argv[1])
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie (its parent, term2, is gone: whoever reaps orphans will)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+async def test_term2_killed_takes_its_servers_and_their_rg_with_it(repo: Path) -> None:
+    """SIGKILL gives term2 no shutdown: the server (`--die-with-parent`, and EOF of its socket) and every
+    rg in its pid namespace must end all the same, not run on reading the workspace."""
+    _blocking_tree(repo)
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    term2 = subprocess.Popen(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {src!r}); exec({_KILLED_TERM2!r})", str(repo)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    try:
+        assert term2.stdout is not None
+        with anyio.fail_after(10):
+            line = await anyio.to_thread.run_sync(term2.stdout.readline)
+        server = int(line.split()[1])
+        with anyio.fail_after(5):
+            while not _rg_running(server):
+                await anyio.sleep(0.02)
+        below = _descendants(server)
+        term2.kill()
+    finally:
+        term2.kill()
+        term2.wait()
+    with anyio.fail_after(5):
+        while not all(_gone(pid) for pid in {server, *below}):
+            await anyio.sleep(0.02)
+
+
 # --- falling back -----------------------------------------------------------------------------------
 
 
