@@ -554,6 +554,32 @@ async def test_an_idle_server_ends_itself_and_the_next_search_starts_another(
     assert not os.path.exists(f"/proc/{server.pid}")  # reaped
 
 
+@pytest.fixture
+def many_descriptors() -> Iterator[None]:
+    """term2 holding over 1,024 descriptors (kept walks, MCP servers, sessions): a server's pidfd then
+    lands past what select() can take."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("the soft descriptor limit is too low to hold 1,024 descriptors")
+    held = []
+    with open(os.devnull) as null:
+        while not held or held[-1] < 1030:
+            held.append(os.dup(null.fileno()))
+    yield
+    for fd in held:
+        os.close(fd)
+
+
+async def test_a_server_whose_pidfd_is_past_1024_serves(
+    many_descriptors: None, search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str]
+) -> None:
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}
+    assert search.views is not None and search.views.servers[0].pidfd >= 1024
+    assert await _files(search, repo) == {b"a.py", b"c.tmp"}  # looks at the server's pidfd first
+    assert per_call == [] and len(_servers(search)) == 1
+
+
 async def test_two_searches_at_once_share_one_server(search: RipgrepWorkspaceSearch, repo: Path) -> None:
     for n in range(300):
         (repo / f"m{n:03}.py").write_text(f"needle {n}\n")

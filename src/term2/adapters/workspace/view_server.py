@@ -189,8 +189,11 @@ class Server:
 
     def alive(self) -> bool:
         """False once its process ended (an idle server ends itself): its pidfd turns readable."""
-        if not self.dead and select.select([self.pidfd], [], [], 0)[0]:
-            self.dead = True
+        if not self.dead:
+            poller = select.poll()  # not select(): term2 may hold over 1,024 descriptors
+            poller.register(self.pidfd, select.POLLIN)
+            if poller.poll(0):
+                self.dead = True
         return not self.dead
 
     def kill(self) -> None:
