@@ -217,3 +217,36 @@ async def test_unprivileged_term2_keeps_a_tree_past_the_watch_limit_with_inode_m
     assert "refused" in nxt and f"{DEEP} cannot be listed" in nxt["refused"], nxt
     history = counts["listed"]
     assert history[0] >= folders and max(history[1:9]) <= FEW, history  # kept: only what changed is listed
+
+
+async def test_a_spilled_folder_on_a_cloned_file_system_is_marked_itself(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two file systems cloned from one image (a copied disk or VM image) have one f_fsid, and each folder
+    the same inode and generation on both: one fanotify key for two inodes. A spilled folder whose key the
+    tree already knows must still get its own mark; given back the key without one, nothing it held was
+    ever reported, and a .env made in it later stayed readable."""
+    if box.mode != "user-owned":
+        pytest.skip("the spill is the same whoever owns the workspace")
+    if not big_tree.IS_ROOT:
+        pytest.skip("mounting takes root")
+    limit_inotify_watches(monkeypatch, 1)  # the workspace's root: every folder of the images spills
+    box.sandbox.trees.watchers = ("inotify",)
+    image = box.base / "a.img"
+    subprocess.run(["truncate", "-s", "4M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-E", f"root_owner={box.owner[0]}:{box.owner[1]}", str(image)], check=True)
+    with big_tree.mounted("-o", "loop", str(image), str(box.make_dir(box.root / "a"))):
+        box.make_dir(box.root / "a" / "x")
+    clone = box.base / "b.img"
+    subprocess.run(["cp", str(image), str(clone)], check=True)
+    with (
+        big_tree.mounted("-o", "loop", str(image), str(box.root / "a")),
+        big_tree.mounted("-o", "loop", str(clone), str(box.make_dir(box.root / "b"))),
+    ):
+        await box.run("true")
+        await box.run("true")
+        assert box.sandbox.trees.tree(str(box.root)).watcher == SPILLED
+        assert key_of(box, "a/x") == key_of(box, "b/x")  # the clone: one key for both
+        await box.run(f"printf 'KEY=sk-{box.tag}\\n' > b/x/.env && echo made")
+        result = await box.run("cat b/x/.env; echo done")
+        assert "done" in text(result) and box.tag not in text(result), listed(box)

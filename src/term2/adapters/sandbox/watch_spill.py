@@ -15,7 +15,8 @@ Keys never collide: inotify's are ints (watch descriptors), fanotify's bytes
 (file system id and file handle). A folder keeps the key it was first given:
 asked again (a folder relisted is checked to be the one watched,
 ``WatchedTree._made_again``), a handle the tree knows is given back before
-inotify is tried, and inotify gives back an inode's existing watch even when
+inotify is tried (marked again through the descriptor: two inodes of cloned
+file systems share a key, and each needs its own mark), and inotify gives back an inode's existing watch even when
 none is left, so only a new inode (another generation at the same number)
 gets a new key.
 
@@ -62,7 +63,11 @@ class InotifyThenFanotify:
             except Unwatchable:
                 known = None  # fanotify cannot name it, so never marked it: inotify may still watch it
             if known in self._interest:
-                return known  # marked already: the same key, and no inotify watch taken from elsewhere
+                # The same key, and no inotify watch taken from elsewhere; but marked through this very
+                # descriptor all the same (the same inode's mark is not added twice): a key names an inode
+                # only within one file system, and a clone of it (a copied image) has the same f_fsid and,
+                # folder for folder, the same handles. Given back unmarked, such a folder reported nothing.
+                return fanotify.watch(folder_fd, st)
         try:
             return self._inotify.watch(folder_fd, st)
         except OutOfWatches:
