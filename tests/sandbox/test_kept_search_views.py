@@ -560,15 +560,20 @@ def many_descriptors() -> Iterator[None]:
     lands past what select() can take."""
     import resource
 
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
-        pytest.skip("the soft descriptor limit is too low to hold 1,024 descriptors")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the hard descriptor limit is too low to hold 1,024 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
     held = []
-    with open(os.devnull) as null:
-        while not held or held[-1] < 1030:
-            held.append(os.dup(null.fileno()))
-    yield
-    for fd in held:
-        os.close(fd)
+    try:
+        with open(os.devnull) as null:
+            while not held or held[-1] < 1030:
+                held.append(os.dup(null.fileno()))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 async def test_a_server_whose_pidfd_is_past_1024_serves(
