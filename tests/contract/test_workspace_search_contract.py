@@ -465,3 +465,13 @@ async def test_a_large_file_is_searched_to_its_end(build: Build) -> None:
     big = b"filler line\n" * 600_000 + b"needle at the end\n"  # ~7 MB
     rig = build({**_repo(), "work/big.txt": big})
     assert [(m.line, m.text) for m in await rig.lines("needle")] == [(600_001, "needle at the end")]
+
+
+async def test_walks_after_aclose_still_run_each_on_its_own(build: Build) -> None:
+    """The composition root closes the search once at shutdown; a walk still running then, or asked after,
+    must not hang or run unconfined: it runs as a walk of its own (ADR 0037)."""
+    rig = build({**_repo(), "work/a.txt": b"", "work/b/c.txt": b""})
+    assert await rig.file_set() == {"a.txt", "b/c.txt"}
+    await rig.search.aclose()
+    with anyio.fail_after(20):
+        assert await rig.file_set() == {"a.txt", "b/c.txt"}

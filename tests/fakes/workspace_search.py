@@ -110,6 +110,9 @@ class MemoryWorkspaceSearch:
     available: bool = True
     walks: list[Walk] = field(default_factory=list)  # every walk asked for, for tests to inspect
 
+    async def aclose(self) -> None:
+        """Nothing is kept between walks here."""
+
     async def files(self, walk: Walk, take: Callable[[bytes], bool]) -> WalkEnd:
         self._start(walk)
         found = [rel for rel, _ in self._walked(walk)]

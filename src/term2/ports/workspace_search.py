@@ -136,3 +136,8 @@ class WorkspaceSearch(Protocol):
         Raises WorkspaceSearchFailed when the search cannot run at all.
         """
         ...
+
+    async def aclose(self) -> None:
+        """Let go of what the adapter keeps between walks (a kept view's processes, ADR 0037); walks
+        after it still run, each on its own. Called once at shutdown by the composition root."""
+        ...

@@ -234,11 +234,7 @@ class Application:
                 await self.container.llm().aclose()
             except Exception:  # no model configured, or a provider that failed to close: nothing to keep
                 pass
-            from term2.adapters.workspace import RipgrepWorkspaceSearch
-
-            search = self.container.workspace_search()
-            if isinstance(search, RipgrepWorkspaceSearch):  # its kept views' servers (they also end with term2)
-                await search.aclose()
+            await self.container.workspace_search().aclose()  # kept views' servers (they also end with term2)
         await self.container.store().aclose()
 
 
