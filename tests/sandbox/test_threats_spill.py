@@ -77,6 +77,9 @@ test_a_flood_past_the_kernel_queue_takes_the_full_walk = big_tree.test_a_flood_p
 test_a_file_system_mounted_on_a_folder_of_the_tree_is_walked = (
     big_tree.test_a_file_system_mounted_on_a_folder_of_the_tree_is_walked
 )
+test_one_folder_shown_at_two_places_of_the_tree_is_masked_at_both = (
+    big_tree.test_one_folder_shown_at_two_places_of_the_tree_is_masked_at_both
+)
 test_an_env_file_in_a_folder_made_again_at_the_same_inode_is_masked = (
     recreated.test_an_env_file_in_a_folder_made_again_at_the_same_inode_is_masked
 )

@@ -209,3 +209,28 @@ def test_marks_held_for_folders_gone_from_the_tree_are_bounded(tree: Tree, monke
     tree.watcher.unwatch(keys[5])
     with pytest.raises(EventsLost, match="no longer in the tree"):
         tree.watcher.read()
+
+
+def test_an_event_the_kernel_could_not_give_a_handle_is_events_lost(tree: Tree) -> None:
+    """fanotify queues a change even when encoding its folder's handle failed (a failed allocation for a handle
+    longer than 12 bytes: btrfs, overlayfs), with no handle record or an invalid one. Whose change it was is
+    unknown, so nothing can be relisted for it: only a full walk can tell. Before, it was dropped unnoticed."""
+    from term2.adapters.sandbox import fanotify
+
+    tree.watch_all()
+    spill = tree.watcher._fanotify
+    assert spill is not None
+    mask = fanotify.FAN_CREATE | fanotify.FAN_ONDIR
+    bare = fanotify._METADATA.pack(
+        fanotify._METADATA.size, fanotify.METADATA_VERSION, 0, fanotify._METADATA.size, mask, -1, 0
+    )
+    invalid_info = fanotify._INFO.pack(2, 0, fanotify._INFO.size + 4, bytes(8), 0, 0xFF) + b".\0\0\0"
+    invalid = (
+        fanotify._METADATA.pack(fanotify._METADATA.size + len(invalid_info), fanotify.METADATA_VERSION, 0,
+                                fanotify._METADATA.size, mask, -1, 0)
+        + invalid_info
+    )  # fmt: skip
+    for event in (bare, invalid):
+        with spill.group.lock:
+            lost = spill.group._take(event)
+        assert lost is not None and "handle" in lost

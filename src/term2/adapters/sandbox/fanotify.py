@@ -62,6 +62,7 @@ METADATA_VERSION = 3
 AT_EMPTY_PATH = 0x1000
 AT_HANDLE_FID = 0x200  # Linux 6.5: the handle fanotify reports, also where it could not be opened again
 MAX_HANDLE_SZ = 128
+FILEID_INVALID = 0xFF  # the handle type of an event whose handle the kernel could not encode
 # The same events as the inotify watches ask for (names, folders, modes), on folders too; no content.
 FOLDER_EVENTS = (
     FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_ATTRIB | FAN_DELETE_SELF | FAN_MOVE_SELF
@@ -274,11 +275,13 @@ class FanotifyGroup:
             if mask & FAN_Q_OVERFLOW:
                 return "fanotify queue overflow"
             info, end = offset + metadata_len, offset + event_len
+            named = False
             while info < end:
                 info_type, _pad, info_len, fsid, handle_bytes, handle_type = _INFO.unpack_from(data, info)
                 if info_len == 0:
                     return "an empty fanotify info record"
-                if info_type in _INFO_WITH_HANDLE:
+                if info_type in _INFO_WITH_HANDLE and handle_bytes and handle_type != FILEID_INVALID:
+                    named = True
                     start = info + _INFO.size
                     key = fsid + struct.pack("=i", handle_type) + data[start : start + handle_bytes]
                     for watcher in subscribers:
@@ -286,6 +289,10 @@ class FanotifyGroup:
                             name = data[start + handle_bytes : info + info_len].split(b"\0", 1)[0]
                             watcher.pending.add(Change(key, itself=bool(mask & _SELF) and name in (b".", b"")))
                 info += info_len
+            if not named:
+                # The kernel queues the event even when it could not encode the folder's handle (an allocation
+                # failed: "fanotify: failed to encode fid"); the change is real, only whose it is is unknown.
+                return "a fanotify event without a folder's handle"
             offset += event_len
         return None
 
