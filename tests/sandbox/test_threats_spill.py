@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -237,9 +238,13 @@ async def test_a_spilled_folder_on_a_cloned_file_system_is_marked_itself(
     box.sandbox.trees.watchers = ("inotify",)
     image = box.base / "a.img"
     subprocess.run(["truncate", "-s", "4M", str(image)], check=True)
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 is not installed")
     subprocess.run(["mkfs.ext4", "-q", "-F", "-E", f"root_owner={box.owner[0]}:{box.owner[1]}", str(image)], check=True)
-    with big_tree.mounted("-o", "loop", str(image), str(box.make_dir(box.root / "a"))):
-        box.make_dir(box.root / "a" / "x")
+    if subprocess.run(["mount", "-o", "loop", str(image), str(box.make_dir(box.root / "a"))], check=False).returncode:
+        pytest.skip("no loop device to mount an image with here")
+    box.make_dir(box.root / "a" / "x")
+    subprocess.run(["umount", str(box.root / "a")], check=True)
     clone = box.base / "b.img"
     subprocess.run(["cp", str(image), str(clone)], check=True)
     with (
