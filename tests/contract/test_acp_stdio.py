@@ -215,8 +215,6 @@ def test_stdout_stays_protocol_even_when_a_library_prints(acp, tmp_path: Path) -
     assert "C code wrote this" in client.stderr()
 
 
-
-
 def test_eof_shuts_down_promptly_with_exit_0(acp, workspace: Path) -> None:
     client = acp()
     client.initialize(2)

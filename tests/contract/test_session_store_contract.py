@@ -59,9 +59,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     def factory() -> SessionStore:
         if request.param == "memory":
             return InMemorySessionStore()
-        return SqliteSessionStore(
-            tmp_path / f"state{next(counter)}" / "sessions.sqlite3"
-        )
+        return SqliteSessionStore(tmp_path / f"state{next(counter)}" / "sessions.sqlite3")
 
     return factory
 
@@ -82,9 +80,7 @@ async def collect(it: AsyncIterator[HistoryEntry]) -> list[HistoryEntry]:
     return [entry async for entry in it]
 
 
-async def all_pages(
-    store: SessionStore, cwd: str | None, limit: int
-) -> list[list[str]]:
+async def all_pages(store: SessionStore, cwd: str | None, limit: int) -> list[list[str]]:
     pages: list[list[str]] = []
     cursor: str | None = None
     while True:
@@ -120,9 +116,7 @@ EVERY_VARIANT: list[HistoryEntry] = [
     ),
     AgentMessage("a1", "Looking at it.\nLine two."),
     AgentThought("th1", "maybe the loop"),
-    tool(
-        "t-diff", ToolStatus.COMPLETED, DiffOutput("/work/a/new.py", None, "print(1)\n")
-    ),
+    tool("t-diff", ToolStatus.COMPLETED, DiffOutput("/work/a/new.py", None, "print(1)\n")),
     tool("t-diff2", ToolStatus.FAILED, DiffOutput("/work/a/x.py", "a\n", "b\n")),
     tool(
         "t-term",
@@ -178,12 +172,7 @@ async def test_get_unknown_session_is_none(store: SessionStore) -> None:
 async def test_save_persists_title_state_and_updated_at(store: SessionStore) -> None:
     await store.create(session("s1"))
     later = T0 + timedelta(hours=1)
-    await store.save(
-        session("s1")
-        .titled_from("hello there")
-        .with_state(SessionState.CLOSED)
-        .touched(later)
-    )
+    await store.save(session("s1").titled_from("hello there").with_state(SessionState.CLOSED).touched(later))
 
     got = await store.get("s1")
 
@@ -242,9 +231,7 @@ async def test_history_matches_domain_compaction_across_batches(
     for i in range(700):  # crosses several of the SQLite adapter's read batches
         tid = f"t{rng.randrange(250)}"
         entry: HistoryEntry = (
-            tool(tid, rng.choice(list(ToolStatus)), TextOutput(str(i)))
-            if i % 3
-            else AgentMessage(f"m{i}", f"text {i}")
+            tool(tid, rng.choice(list(ToolStatus)), TextOutput(str(i))) if i % 3 else AgentMessage(f"m{i}", f"text {i}")
         )
         written.append(entry)
         await store.append("s1", entry)
@@ -317,9 +304,7 @@ async def test_concurrent_async_callers(store: SessionStore) -> None:
         for n in range(30):
             tg.start_soon(worker, n)
 
-    assert [s for page in await all_pages(store, None, 7) for s in page] == [
-        f"s{n:02}" for n in reversed(range(30))
-    ]
+    assert [s for page in await all_pages(store, None, 7) for s in page] == [f"s{n:02}" for n in reversed(range(30))]
     for n in range(30):
         history = await collect(store.history(f"s{n:02}"))
         assert history == [AgentMessage(f"m{i}", f"{n}/{i}") for i in range(5)]
@@ -350,22 +335,14 @@ async def test_list_filters_by_cwd(store: SessionStore) -> None:
     page = await store.list("/work/a", None, 10)
 
     assert [s.session_id for s in page.sessions] == ["a2", "a1"]
-    assert [
-        s.session_id for s in (await store.list("/nowhere", None, 10)).sessions
-    ] == []
+    assert [s.session_id for s in (await store.list("/nowhere", None, 10)).sessions] == []
 
 
-@pytest.mark.parametrize(
-    ("count", "limit"), [(23, 5), (10, 5), (1, 1), (0, 3), (7, 50)]
-)
-async def test_pagination_has_no_duplicates_or_losses(
-    store: SessionStore, count: int, limit: int
-) -> None:
+@pytest.mark.parametrize(("count", "limit"), [(23, 5), (10, 5), (1, 1), (0, 3), (7, 50)])
+async def test_pagination_has_no_duplicates_or_losses(store: SessionStore, count: int, limit: int) -> None:
     for n in range(count):
         # Several sessions share a timestamp so the id tie-breaker matters.
-        await store.create(
-            session(f"s{n:03}", cwd="/w" if n % 2 else "/v", minutes=n // 3)
-        )
+        await store.create(session(f"s{n:03}", cwd="/w" if n % 2 else "/v", minutes=n // 3))
     expected = sorted(
         (f"s{n:03}" for n in range(count)),
         key=lambda sid: (int(sid[1:]) // 3, sid),
@@ -463,9 +440,7 @@ async def test_cursor_for_another_cwd_filter_is_rejected(store: SessionStore) ->
     assert len((await store.list("/work/a", filtered, 2)).sessions) == 2
 
 
-async def test_cursor_from_another_store_is_rejected(
-    store: SessionStore, make_store: StoreFactory
-) -> None:
+async def test_cursor_from_another_store_is_rejected(store: SessionStore, make_store: StoreFactory) -> None:
     other = make_store()
     try:
         cursor = await _cursor(other)
@@ -483,9 +458,7 @@ _text = st.text(max_size=40)
 # them as null, like the wire does), so they are not generated.
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _text,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3)
-    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=8,
 )
 _output = st.one_of(

@@ -156,9 +156,7 @@ def _run_and_kill(path: Path, start: int, kill_after: int) -> list[int]:
             break
     if not reported:
         child.wait(timeout=30)
-        pytest.fail(
-            f"appender died early: {child.stderr.read() if child.stderr else ''}"
-        )
+        pytest.fail(f"appender died early: {child.stderr.read() if child.stderr else ''}")
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
     # Read on through the same buffered file: lines it already buffered are reports too
@@ -169,9 +167,7 @@ def _run_and_kill(path: Path, start: int, kill_after: int) -> list[int]:
     assert child.returncode == -signal.SIGKILL
     # Lines the child wrote before dying were written after their commit; a
     # line cut short by the kill is not a report.
-    reported += [
-        int(line) for line in rest.splitlines(keepends=True) if line.endswith("\n")
-    ]
+    reported += [int(line) for line in rest.splitlines(keepends=True) if line.endswith("\n")]
     return reported
 
 
@@ -257,12 +253,7 @@ def _chattr_works(probe: Path) -> bool:
     if shutil.which("chattr") is None:
         return False
     probe.write_text("probe")
-    ok = (
-        subprocess.run(
-            ["chattr", "+i", str(probe)], check=False, capture_output=True
-        ).returncode
-        == 0
-    )
+    ok = subprocess.run(["chattr", "+i", str(probe)], check=False, capture_output=True).returncode == 0
     if ok:
         subprocess.run(["chattr", "-i", str(probe)], check=True)
     return ok
@@ -297,14 +288,10 @@ async def test_database_turning_read_only_is_reported_then_recovers(
 
     with _immutable(path, path.with_name(path.name + "-wal")):
         with pytest.raises(StoreUnavailable) as live:
-            await store.append(
-                "s1", AgentMessage("lost-1", "x")
-            )  # fails on the open connection
+            await store.append("s1", AgentMessage("lost-1", "x"))  # fails on the open connection
         assert str(path) in str(live.value)
         with pytest.raises(StoreUnavailable) as reopened:
-            await store.append(
-                "s1", AgentMessage("lost-2", "x")
-            )  # fails after reopening
+            await store.append("s1", AgentMessage("lost-2", "x"))  # fails after reopening
         assert "readonly" in str(reopened.value) or "read-only" in str(reopened.value)
         assert await store.get("s1") is not None  # reads still work meanwhile
 

@@ -252,8 +252,7 @@ def test_run_code_nested_calls_keep_to_the_disk(with_fs: tuple[tools.Agent, Edit
     editor.buffers[canonical(target)] = "nested buffer\n"
     sid = agent.session()
     program = (
-        "print(tools.read_file(path='nested.txt'))\n"
-        "tools.write_file(path='nested.txt', content='by program\\n')\n"
+        "print(tools.read_file(path='nested.txt'))\ntools.write_file(path='nested.txt', content='by program\\n')\n"
     )
     calls = tools.tool_calls(agent.turn(sid, call("run_code", code=program), policy=tools.select("allow-once")))
     assert len(calls) == 3 and all(c["status"] == "completed" for c in calls.values()), calls

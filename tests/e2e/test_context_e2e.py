@@ -212,11 +212,15 @@ def test_the_next_turn_starts_with_the_last_request_of_the_previous_one(rig: tup
             last = first_turn[-1].body["messages"]
             call, result = last[-2], last[-1]
             assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "read_file"
-            assert result == {
-                "role": "tool",
-                "tool_call_id": call["tool_calls"][0]["id"],
-                "content": result["content"],
-            } and "function_59" in result["content"]
+            assert (
+                result
+                == {
+                    "role": "tool",
+                    "tool_call_id": call["tool_calls"][0]["id"],
+                    "content": result["content"],
+                }
+                and "function_59" in result["content"]
+            )
             run_turn(client, sid, 2)
             opening = model_requests(llm)[2].body["messages"]
             assert json.dumps(opening[: len(last)]) == json.dumps(last)  # byte for byte: a cacheable prefix

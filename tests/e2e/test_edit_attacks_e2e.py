@@ -35,8 +35,11 @@ def test_an_edit_grant_outside_never_carries_a_secret_to_the_model(agent: tools.
     creds = folder / "credentials"
     creds.write_text(CREDENTIALS)
     sid = agent.session()
-    agent.turn(sid, call("write_file", path=str(folder / "notes.txt"), content="n\n"),
-               policy=tools.select("allow-edit-folder-session"))
+    agent.turn(
+        sid,
+        call("write_file", path=str(folder / "notes.txt"), content="n\n"),
+        policy=tools.select("allow-edit-folder-session"),
+    )
     read = tools.only_call(agent.turn(sid, tools.read_call(creds), policy=tools.select("reject")))
     assert read["status"] == "failed"
     asked = agent.asked()
@@ -58,8 +61,11 @@ def test_an_approved_edit_of_env_carries_nothing_of_it_to_the_model(agent: tools
     missed = tools.only_call(agent.turn(sid, near_miss, policy=tools.select("allow-once")))
     assert missed["status"] == "failed" and "not found" in tools.text_of(missed)
     done = tools.only_call(
-        agent.turn(sid, call("edit_file", path=".env", old_string="DEBUG=1", new_string="DEBUG=0"),
-                   policy=tools.select("allow-once"))
+        agent.turn(
+            sid,
+            call("edit_file", path=".env", old_string="DEBUG=1", new_string="DEBUG=0"),
+            policy=tools.select("allow-once"),
+        )
     )
     assert done["status"] == "completed"
     assert (agent.root / ".env").read_text() == f"API_KEY={SECRET}\nDEBUG=0\n"
@@ -86,8 +92,9 @@ def test_a_long_near_miss_against_a_large_file_is_answered_with_a_hint(agent: to
     lines = [f"    value_{i} = compute({i * 7919 % 1_000_003}) + {i}  # " + "pad " * 5 for i in range(12_000)]
     (agent.root / "big.py").write_text("\n".join(lines) + "\n")
     snippet = "\n".join(line.replace("compute", "komput") for line in lines[5000:5600])
-    missed = tools.only_call(agent.turn(agent.session(), call("edit_file", path="big.py", old_string=snippet,
-                                                              new_string="pass")))
+    missed = tools.only_call(
+        agent.turn(agent.session(), call("edit_file", path="big.py", old_string=snippet, new_string="pass"))
+    )
     assert missed["status"] == "failed"
     assert "The closest text is at lines 5001-5600" in tools.text_of(missed)
 

@@ -242,6 +242,7 @@ def http_server(record: Path) -> Iterator[str]:
     args = [sys.executable, "-m", "tests.fakes.mcp_server", "--record", str(record), "--http", str(port)]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+
         def listening() -> bool:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
                 return True

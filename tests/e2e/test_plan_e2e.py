@@ -27,9 +27,7 @@ def _plan_call() -> dict[str, Any]:
 
 
 def _expected_entries() -> list[dict[str, str]]:
-    return [
-        {"content": s["content"], "status": s["status"], "priority": s.get("priority", "medium")} for s in STEPS
-    ]
+    return [{"content": s["content"], "status": s["status"], "priority": s.get("priority", "medium")} for s in STEPS]
 
 
 def _plans(messages: list[Message], kind: str) -> list[dict[str, Any]]:

@@ -133,8 +133,6 @@ def prompt_params(session_id: str, *blocks: Message | str) -> Message:
     return {"sessionId": session_id, "prompt": prompt}
 
 
-
-
 def is_idle(session_id: str) -> Predicate:
     return is_update(session_id, "state_update", state="idle")
 

@@ -331,8 +331,6 @@ def test_v1_rejected_nested_edit_is_not_written(v1: Agent) -> None:
 # --- cancellation ---------------------------------------------------------------------------------
 
 
-
-
 def _parent_pid(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as handle:

@@ -350,8 +350,6 @@ def test_unsafe_roots_are_refused_and_serving_continues(acp, workspace: Path, tm
     _finish(client)
 
 
-
-
 def test_unsupported_parameters_are_refused(acp, workspace: Path, tmp_path: Path) -> None:
     stdio_v2 = {"type": "stdio", "name": "fs", "command": "/bin/true", "args": [], "env": []}
     stdio_v1 = {"name": "fs", "command": "/bin/true", "args": [], "env": []}

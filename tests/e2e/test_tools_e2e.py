@@ -664,8 +664,6 @@ def test_v2_unsandboxed_request_still_runs_in_the_sandbox(v2: Agent) -> None:
     assert not host_marker.exists()  # ...in the sandbox's private /tmp
 
 
-
-
 def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
     marker = f"term2-e2e-{uuid.uuid4().hex}"
     sid = v2.session()

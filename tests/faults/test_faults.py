@@ -215,8 +215,6 @@ def session_updates(messages: list[Message], session_id: str) -> list[dict[str, 
     ]
 
 
-
-
 def texts(content: Any) -> str:
     blocks = content if isinstance(content, list) else [content]
     return "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
@@ -240,8 +238,6 @@ def integrity(db: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         conn.close()
-
-
 
 
 def _cmdline(pid: int) -> bytes:

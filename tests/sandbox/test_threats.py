@@ -38,8 +38,6 @@ if not os.path.exists("/usr/bin/bwrap"):
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-
-
 # --- filesystem writes (1-4) -------------------------------------------------------
 
 

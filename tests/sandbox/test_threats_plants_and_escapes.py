@@ -249,7 +249,7 @@ async def test_host_unix_sockets_outside_the_root_are_unreachable(
 
 async def test_ordinary_work_still_runs(box: Box) -> None:
     """What the narrower host view must not break: a C build, make, and a test runner using sockets in the root."""
-    box.write(box.root / "main.c", "#include <stdio.h>\nint main(void){puts(\"built\");return 0;}\n")
+    box.write(box.root / "main.c", '#include <stdio.h>\nint main(void){puts("built");return 0;}\n')
     box.write(box.root / "Makefile", "all:\n\tcc -o main main.c\n")
     box.write(
         box.root / "test_sock.py",

@@ -216,11 +216,7 @@ def _explain(err: ValidationError) -> list[str]:
     branches: dict[object, list[ValidationError]] = {}
     for sub in err.context:
         branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-    meant = [
-        subs
-        for subs in branches.values()
-        if not any(s.validator in _TAG_MISMATCH for s in subs)
-    ]
+    meant = [subs for subs in branches.values() if not any(s.validator in _TAG_MISMATCH for s in subs)]
     if not meant:  # no variant's tag matched: the plain message says it best
         return [_describe(err)]
     return [reason for subs in meant for sub in subs for reason in _explain(sub)]
@@ -231,9 +227,7 @@ def _short(obj: Any, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def check_definition(
-    version: int, definition: str, instance: Any, context: str
-) -> None:
+def check_definition(version: int, definition: str, instance: Any, context: str) -> None:
     """Validate ``instance`` against ``$defs[definition]`` or raise AssertionError."""
     errors = list(_validator(version, definition).iter_errors(instance))
     if not errors:
@@ -258,9 +252,7 @@ def _is_extension(method: str) -> bool:
     return method.startswith("_")
 
 
-def validate_outgoing(
-    version: int, message: dict[str, Any], request_method: str | None = None
-) -> None:
+def validate_outgoing(version: int, message: dict[str, Any], request_method: str | None = None) -> None:
     """Assert that one JSON-RPC message *sent by term2* is valid ACP ``version``.
 
     ``request_method`` is required for success responses (the method of the
@@ -269,36 +261,25 @@ def validate_outgoing(
     """
     load_schema(version)  # fail early with the npm hint if not installed
     if not isinstance(message, dict):  # AssertionError on purpose: a test failure
-        raise AssertionError(
-            f"ACP v{version}: message must be a JSON object, got {_short(message)}"
-        )
+        raise AssertionError(f"ACP v{version}: message must be a JSON object, got {_short(message)}")
     if message.get("jsonrpc") != "2.0":
-        raise AssertionError(
-            f'ACP v{version}: "jsonrpc" must be "2.0" in {_short(message)}'
-        )
+        raise AssertionError(f'ACP v{version}: "jsonrpc" must be "2.0" in {_short(message)}')
 
     if "method" in message:
         method = message["method"]
         if not isinstance(method, str):
-            raise AssertionError(
-                f"ACP v{version}: method must be a string in {_short(message)}"
-            )
+            raise AssertionError(f"ACP v{version}: method must be a string in {_short(message)}")
         kind = "request" if "id" in message else "notification"
         if kind == "request":
-            check_definition(
-                version, "RequestId", message["id"], f"{method} request id"
-            )
+            check_definition(version, "RequestId", message["id"], f"{method} request id")
         if _is_extension(method):
             return
         definition = definition_for(version, kind, method)
         if definition is None:
             raise AssertionError(
-                f"ACP v{version}: {method!r} is not an agent->client {kind} in the schema: "
-                f"{_short(message)}"
+                f"ACP v{version}: {method!r} is not an agent->client {kind} in the schema: {_short(message)}"
             )
-        check_definition(
-            version, definition, message.get("params"), f"{kind} {method!r} params"
-        )
+        check_definition(version, definition, message.get("params"), f"{kind} {method!r} params")
         return
 
     if "id" not in message:
@@ -306,13 +287,9 @@ def validate_outgoing(
     check_definition(version, "RequestId", message["id"], "response id")
     has_result, has_error = "result" in message, "error" in message
     if has_result == has_error:
-        raise AssertionError(
-            f"ACP v{version}: a response needs exactly one of result/error: {_short(message)}"
-        )
+        raise AssertionError(f"ACP v{version}: a response needs exactly one of result/error: {_short(message)}")
     if has_error:
-        check_definition(
-            version, "Error", message["error"], f"error response to {request_method!r}"
-        )
+        check_definition(version, "Error", message["error"], f"error response to {request_method!r}")
         return
     if request_method is None:
         raise AssertionError(
@@ -323,12 +300,8 @@ def validate_outgoing(
         return
     definition = definition_for(version, "response", request_method)
     if definition is None:
-        raise AssertionError(
-            f"ACP v{version}: no response definition for {request_method!r}"
-        )
-    check_definition(
-        version, definition, message["result"], f"{request_method!r} result"
-    )
+        raise AssertionError(f"ACP v{version}: no response definition for {request_method!r}")
+    check_definition(version, definition, message["result"], f"{request_method!r} result")
 
 
 class SchemaRecorder:
@@ -348,19 +321,13 @@ class SchemaRecorder:
     def _items(self, message: Any, who: str) -> list[Any]:
         if isinstance(message, list):
             if self.version == 1:
-                raise AssertionError(
-                    f"ACP v1 forbids batches, but the {who} sent one: {_short(message)}"
-                )
+                raise AssertionError(f"ACP v1 forbids batches, but the {who} sent one: {_short(message)}")
             return message
         return [message]
 
     def client_sent(self, message: Any) -> None:
         for item in self._items(message, "client"):
-            if (
-                isinstance(item, dict)
-                and isinstance(item.get("method"), str)
-                and "id" in item
-            ):
+            if isinstance(item, dict) and isinstance(item.get("method"), str) and "id" in item:
                 self.pending[_id_key(item["id"])] = item["method"]
 
     def agent_sent(self, message: Any) -> None:
@@ -376,9 +343,7 @@ class SchemaRecorder:
         try:
             message = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise AssertionError(
-                f"agent stdout line is not JSON ({exc}): {line[:300]!r}"
-            ) from exc
+            raise AssertionError(f"agent stdout line is not JSON ({exc}): {line[:300]!r}") from exc
         self.agent_sent(message)
 
 
@@ -398,9 +363,7 @@ def iter_transcript(path: Path) -> Iterator[tuple[str, str]]:
         if not text.strip():
             continue
         entry = json.loads(text)
-        if entry.get("dir") not in ("agent", "client") or not isinstance(
-            entry.get("line"), str
-        ):
+        if entry.get("dir") not in ("agent", "client") or not isinstance(entry.get("line"), str):
             raise ValueError(f"{path}:{n}: malformed transcript entry {text[:200]!r}")
         yield entry["dir"], entry["line"]
 
@@ -420,7 +383,5 @@ def validate_all(version: int, messages: Iterable[tuple[str, Any]]) -> SchemaRec
     """Like :func:`validate_transcript` for in-memory ("client"|"agent", message) pairs."""
     recorder = SchemaRecorder(version)
     for direction, message in messages:
-        (recorder.client_sent if direction == "client" else recorder.agent_sent)(
-            message
-        )
+        (recorder.client_sent if direction == "client" else recorder.agent_sent)(message)
     return recorder

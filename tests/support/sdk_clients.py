@@ -34,9 +34,7 @@ def require_node_kit() -> str:
     if node is None:
         raise RuntimeError("`node` (v20+) is required for the ACP conformance kit")
     if not (SDK_DIR / "package.json").is_file():
-        raise RuntimeError(
-            f"@agentclientprotocol/sdk is not installed in {SDK_DIR}: {NPM_HINT}"
-        )
+        raise RuntimeError(f"@agentclientprotocol/sdk is not installed in {SDK_DIR}: {NPM_HINT}")
     return node
 
 
@@ -91,8 +89,6 @@ def run_scenario(
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if not lines:
-        raise AssertionError(
-            f"scenario printed no summary (exit {proc.returncode}); stderr:\n{proc.stderr[-3000:]}"
-        )
+        raise AssertionError(f"scenario printed no summary (exit {proc.returncode}); stderr:\n{proc.stderr[-3000:]}")
     summary = json.loads(lines[-1])
     return ScenarioResult(version, proc.returncode, summary, proc.stderr, transcript)

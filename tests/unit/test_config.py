@@ -36,9 +36,9 @@ def _write_config(env: dict[str, str], text: str) -> Path:
 # -- layering -------------------------------------------------------------------
 
 
-
 def _provider_settings(settings: Settings, env: dict[str, str]) -> ProviderSettings:
     return provider_settings(settings, env, LitellmCatalog(settings.models))
+
 
 def test_defaults_without_file_or_environment(env: dict[str, str]) -> None:
     assert load_settings(env) == Settings()

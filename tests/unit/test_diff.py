@@ -49,16 +49,12 @@ def test_deleted_file_patch() -> None:
 
 
 def test_empty_new_file_has_header_only() -> None:
-    assert (
-        git_patch("/w/e", None, "") == "diff --git a/w/e b/w/e\nnew file mode 100644\n"
-    )
+    assert git_patch("/w/e", None, "") == "diff --git a/w/e b/w/e\nnew file mode 100644\n"
 
 
 def test_missing_final_newline_is_marked() -> None:
     patch = git_patch("/w/a", "a\nb", "a\nc")
-    assert (
-        "-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n" in patch
-    )
+    assert "-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n" in patch
 
 
 def test_distant_changes_make_separate_hunks() -> None:

@@ -144,9 +144,7 @@ class Harness:
     records: list[HistoryEntry] = field(default_factory=list)
     turn: Turn = field(default_factory=live_turn)
 
-    async def run(
-        self, fn: ProgramFn, *, exit_code: int = 0, notices: tuple[str, ...] = (), **args: object
-    ) -> str:
+    async def run(self, fn: ProgramFn, *, exit_code: int = 0, notices: tuple[str, ...] = (), **args: object) -> str:
         self.sandbox.add(launcher_command(), Script(program=fn, exit_code=exit_code, notices=notices))
 
         async def emit(event: SessionEvent) -> None:

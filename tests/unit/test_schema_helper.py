@@ -73,9 +73,7 @@ V2_OPTIONS = [
         (2, "request", "fs/read_text_file", None),  # gone in v2
     ],
 )
-def test_definition_lookup(
-    version: int, kind: str, method: str, expected: str | None
-) -> None:
+def test_definition_lookup(version: int, kind: str, method: str, expected: str | None) -> None:
     assert definition_for(version, kind, method) == expected
 
 
@@ -164,18 +162,14 @@ def test_rejects_v2_permission_request_without_title() -> None:
         ),
     ],
 )
-def test_rejects_other_bad_shapes(
-    version: int, message: dict, method: str | None
-) -> None:
+def test_rejects_other_bad_shapes(version: int, message: dict, method: str | None) -> None:
     with pytest.raises(AssertionError):
         validate_outgoing(version, message, method)
 
 
 def test_v1_forbids_batches() -> None:
     with pytest.raises(AssertionError, match="batch"):
-        SchemaRecorder(1).agent_sent(
-            [_update({"sessionUpdate": "plan", "entries": []})]
-        )
+        SchemaRecorder(1).agent_sent([_update({"sessionUpdate": "plan", "entries": []})])
 
 
 # ---------------------------------------------------------------- good
@@ -207,9 +201,7 @@ V1_GOOD = [
     (_resp({}, 4), "session/load"),
     (_resp({}, 4), "session/close"),
     (
-        _resp(
-            {"sessions": [{"sessionId": "s", "cwd": "/p", "updatedAt": "whatever"}]}, 2
-        ),
+        _resp({"sessions": [{"sessionId": "s", "cwd": "/p", "updatedAt": "whatever"}]}, 2),
         "session/list",
     ),
     (
@@ -324,9 +316,7 @@ V2_GOOD = [
         None,
     ),
     (
-        _update(
-            {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
-        ),
+        _update({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}),
         None,
     ),
     (
@@ -442,9 +432,7 @@ def test_recorder_tracks_request_ids_including_zero() -> None:
 
 def test_recorder_checks_result_against_the_tracked_method() -> None:
     recorder = SchemaRecorder(2)
-    recorder.client_sent(
-        {"jsonrpc": "2.0", "id": 4, "method": "session/new", "params": {}}
-    )
+    recorder.client_sent({"jsonrpc": "2.0", "id": 4, "method": "session/new", "params": {}})
     with pytest.raises(AssertionError, match="NewSessionResponse"):
         recorder.agent_sent(_resp({}, 4))
 
@@ -465,13 +453,9 @@ def test_rfc3339_datetime(value: object, ok: bool) -> None:
     assert is_rfc3339_datetime(value) is ok
 
 
-def test_missing_node_modules_fails_with_npm_hint(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_missing_node_modules_fails_with_npm_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from tests.support import schemas
 
     monkeypatch.setitem(schemas.SCHEMA_FILES, 2, tmp_path / "absent.json")
-    with pytest.raises(
-        schemas.SchemaFilesMissingError, match="npm ci --prefix conformance"
-    ):
+    with pytest.raises(schemas.SchemaFilesMissingError, match="npm ci --prefix conformance"):
         schemas.schema_path(2)

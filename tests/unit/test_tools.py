@@ -79,16 +79,12 @@ class Harness:
         async def record(entry: HistoryEntry) -> None:
             self.records.append(entry)
 
-        return ToolContext(
-            "sess-1", self.access, self.approver, self.sandbox, emit, record, self.turn
-        )
+        return ToolContext("sess-1", self.access, self.approver, self.sandbox, emit, record, self.turn)
 
     async def call(self, name: str, raw: str | None = None, **args: object) -> str:
         self.counter += 1
         text = raw if raw is not None else json.dumps(args)
-        return await self.toolbox.execute(
-            ToolCallRequest(f"call-{self.counter}", name, text), self.ctx()
-        )
+        return await self.toolbox.execute(ToolCallRequest(f"call-{self.counter}", name, text), self.ctx())
 
     def calls(self) -> list[ToolCall]:
         return [e.call for e in self.events if isinstance(e, ToolCallChanged)]
@@ -111,9 +107,7 @@ def new_harness(tmp_path: Path) -> Harness:
     outside.mkdir()
     root = Path(os.path.realpath(root))
     outside = Path(os.path.realpath(outside))
-    return Harness(
-        root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root))
-    )
+    return Harness(root, outside, FixedApprover(), CannedSandbox(), SessionAccess(str(root)))
 
 
 @pytest.fixture
@@ -182,9 +176,7 @@ async def test_statuses_are_emitted_and_recorded(h: Harness) -> None:
         ("no_such_tool", "{}", "no tool named 'no_such_tool'"),
     ],
 )
-async def test_bad_calls_fail_without_raising(
-    h: Harness, name: str, raw: str, needle: str
-) -> None:
+async def test_bad_calls_fail_without_raising(h: Harness, name: str, raw: str, needle: str) -> None:
     text = await h.call(name, raw=raw)
     assert needle in text
     assert text.startswith("Error:")
@@ -311,9 +303,7 @@ async def test_grep_skips_git_binary_and_gitignored(h: Harness) -> None:
     (h.root / "docs").mkdir()
     (h.root / "docs" / "gen.md").write_text("needle\n")
     (h.root / "keep.txt").write_text("needle\n")
-    (h.root / ".gitignore").write_text(
-        "# comment\nnode_modules/\n/build\n*.log\ndocs/gen.md\n!keep.txt\n"
-    )
+    (h.root / ".gitignore").write_text("# comment\nnode_modules/\n/build\n*.log\ndocs/gen.md\n!keep.txt\n")
     text = await h.call("grep", pattern="needle")
     assert text.splitlines()[0] == "keep.txt:1:needle"
     assert "bin.dat" not in text  # binary files are skipped silently, as rg skips them (issue 20)
@@ -363,31 +353,23 @@ async def test_write_keeps_exact_bytes(h: Harness) -> None:
 async def test_edit_exactly_once(h: Harness) -> None:
     target = h.root / "code.py"
     target.write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
-    text = await h.call(
-        "edit_file", path="code.py", old_string="return 2", new_string="return 3"
-    )
+    text = await h.call("edit_file", path="code.py", old_string="return 2", new_string="return 3")
     assert target.read_text().endswith("return 3\n")
     assert "-    return 2\n+    return 3\n" in text
     call = h.last()
     assert call.status is ToolStatus.COMPLETED
     assert call.locations[0].line == 5
     assert isinstance(call.content[0], DiffOutput)
-    assert (
-        call.content[0].old_text is not None and "return 2" in call.content[0].old_text
-    )
+    assert call.content[0].old_text is not None and "return 2" in call.content[0].old_text
 
 
 async def test_edit_not_found_and_multiple_matches_change_nothing(h: Harness) -> None:
     target = h.root / "code.py"
     original = "x = 1\nx = 1\n"
     target.write_text(original)
-    missing = await h.call(
-        "edit_file", path="code.py", old_string="y = 2", new_string="y = 3"
-    )
+    missing = await h.call("edit_file", path="code.py", old_string="y = 2", new_string="y = 3")
     assert "was not found" in missing and h.last().status is ToolStatus.FAILED
-    many = await h.call(
-        "edit_file", path="code.py", old_string="x = 1", new_string="x = 2"
-    )
+    many = await h.call("edit_file", path="code.py", old_string="x = 1", new_string="x = 2")
     assert "matches 2 times" in many and "replace_all" in many
     assert h.last().status is ToolStatus.FAILED
     assert target.read_text() == original
@@ -398,9 +380,7 @@ async def test_edit_not_found_and_multiple_matches_change_nothing(h: Harness) ->
 async def test_edit_replace_all(h: Harness) -> None:
     target = h.root / "code.py"
     target.write_text("a a a\n")
-    text = await h.call(
-        "edit_file", path="code.py", old_string="a", new_string="b", replace_all=True
-    )
+    text = await h.call("edit_file", path="code.py", old_string="a", new_string="b", replace_all=True)
     assert target.read_text() == "b b b\n"
     assert "3 replacements" in text
 
@@ -410,9 +390,7 @@ async def test_edit_missing_and_non_text_files(h: Harness) -> None:
     assert "use write_file" in text and h.last().status is ToolStatus.FAILED
     assert not (h.root / "nope.py").exists()
     (h.root / "latin1.txt").write_bytes(b"caf\xe9\n")
-    latin = await h.call(
-        "edit_file", path="latin1.txt", old_string="caf", new_string="bar"
-    )
+    latin = await h.call("edit_file", path="latin1.txt", old_string="caf", new_string="bar")
     assert "not valid UTF-8" in latin
     assert (h.root / "latin1.txt").read_bytes() == b"caf\xe9\n"
 
@@ -514,15 +492,11 @@ async def test_allow_once_records_no_grant(h: Harness) -> None:
 
 
 @pytest.mark.parametrize("reason", DENIALS)
-async def test_every_denial_leaves_files_untouched(
-    h: Harness, reason: DenialReason
-) -> None:
+async def test_every_denial_leaves_files_untouched(h: Harness, reason: DenialReason) -> None:
     h.approver.answer = ApprovalDecision(None, reason)
     target = h.outside / "t.txt"
     target.write_text("before\n")
-    text = await h.call(
-        "edit_file", path=str(target), old_string="before", new_string="after"
-    )
+    text = await h.call("edit_file", path=str(target), old_string="before", new_string="after")
     await h.call("write_file", path=str(h.outside / "new.txt"), content="x")
     assert target.read_text() == "before\n"
     assert not (h.outside / "new.txt").exists()
@@ -552,9 +526,7 @@ async def test_every_denial_runs_no_command(h: Harness, reason: DenialReason) ->
         RuntimeError("transport broke"),
     ],
 )
-async def test_anything_but_an_offered_allow_is_a_denial(
-    h: Harness, answer: ApprovalDecision | Exception
-) -> None:
+async def test_anything_but_an_offered_allow_is_a_denial(h: Harness, answer: ApprovalDecision | Exception) -> None:
     h.approver.answer = answer
     text = await h.call("run_shell", command="echo hi")
     assert not h.sandbox.commands
@@ -589,13 +561,9 @@ async def test_shell_folder_grant_sticks(h: Harness) -> None:
 async def test_shell_runs_through_sandbox_and_streams(h: Harness) -> None:
     h.sandbox.chunks = (b"hel", b"lo\n")
     h.sandbox.result = CommandResult(0, None, b"hello\n", False, False)
-    text = await h.call(
-        "run_shell", command="echo hello", timeout=5, sandbox="unsandboxed"
-    )
+    text = await h.call("run_shell", command="echo hello", timeout=5, sandbox="unsandboxed")
     (request,) = h.sandbox.commands
-    assert request == CommandRequest(
-        "echo hello", str(h.root), str(h.root), 5.0, 256 * 1024
-    )
+    assert request == CommandRequest("echo hello", str(h.root), str(h.root), 5.0, 256 * 1024)
     chunks = [e for e in h.events if isinstance(e, TerminalChunk)]
     assert [c.data for c in chunks] == [b"hel", b"lo\n"]
     assert {c.tool_call_id for c in chunks} == {"call-1"}
@@ -624,10 +592,7 @@ async def test_shell_nonzero_exit_and_timeouts(h: Harness) -> None:
     h.sandbox.result = CommandResult(None, 9, b"", False, True)
     text = await h.call("run_shell", command="sleep 999", timeout=9999)
     assert h.sandbox.commands[-1].timeout_s == 600.0
-    assert (
-        text.startswith("Timed out after 600 s")
-        and h.last().status is ToolStatus.FAILED
-    )
+    assert text.startswith("Timed out after 600 s") and h.last().status is ToolStatus.FAILED
     h.sandbox.result = CommandResult(None, 15, b"", False, False)
     text = await h.call("run_shell", command="x")
     assert text.startswith("Killed by signal SIGTERM")
@@ -650,9 +615,7 @@ async def test_shell_output_keeps_all_the_sandbox_kept_with_the_cap_marker(h: Ha
         (SandboxFailed("namespace setup failed"), "sandbox failed to start"),
     ],
 )
-async def test_shell_fails_closed_without_a_sandbox(
-    h: Harness, error: Exception, needle: str
-) -> None:
+async def test_shell_fails_closed_without_a_sandbox(h: Harness, error: Exception, needle: str) -> None:
     h.sandbox.error = error
     text = await h.call("run_shell", command="ls", sandbox="unsandboxed")
     assert needle in text and str(error) in text
@@ -709,8 +672,9 @@ async def test_a_cancel_while_a_finished_edit_is_reported_keeps_it_reported_as_d
     ctx = dataclasses.replace(ctx, emit=emit)
     result = None
     with scope:
-        result = await h.toolbox.execute(ToolCallRequest("call-1", "write_file", json.dumps(
-            {"path": "new.txt", "content": "hello"})), ctx)
+        result = await h.toolbox.execute(
+            ToolCallRequest("call-1", "write_file", json.dumps({"path": "new.txt", "content": "hello"})), ctx
+        )
     assert (h.root / "new.txt").read_text() == "hello"
     assert result is not None and "Error" not in result
     assert h.statuses()[-1] is ToolStatus.COMPLETED and ToolStatus.CANCELLED not in h.statuses()

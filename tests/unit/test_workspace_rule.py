@@ -77,12 +77,8 @@ def test_symlink_inside_pointing_out_is_outside(layout: tuple[str, str]) -> None
     assert Workspace(root).needs_approval(Access.READ, through_dir)
     assert Workspace(root).needs_approval(Access.EDIT, resolve(root, "secret-link"))
     # A file that does not exist yet behind the link is still judged outside.
-    assert resolve(root, "link-out/new/file.txt") == os.path.join(
-        outside, "new", "file.txt"
-    )
-    assert Workspace(root).needs_approval(
-        Access.EDIT, resolve(root, "link-out/new/file.txt")
-    )
+    assert resolve(root, "link-out/new/file.txt") == os.path.join(outside, "new", "file.txt")
+    assert Workspace(root).needs_approval(Access.EDIT, resolve(root, "link-out/new/file.txt"))
 
 
 def test_dangling_symlink_is_judged_by_its_target(layout: tuple[str, str]) -> None:
@@ -100,9 +96,7 @@ def test_symlink_outside_pointing_in_is_inside(layout: tuple[str, str]) -> None:
     assert not Workspace(root).needs_approval(Access.EDIT, target)
 
 
-def test_symlinked_root_is_canonicalized(
-    layout: tuple[str, str], tmp_path: Path
-) -> None:
+def test_symlinked_root_is_canonicalized(layout: tuple[str, str], tmp_path: Path) -> None:
     root, _ = layout
     alias = tmp_path / "alias"
     os.symlink(root, alias)
@@ -132,9 +126,7 @@ def test_file_grant_covers_only_that_file(layout: tuple[str, str]) -> None:
     secret = os.path.join(outside, "secret.txt")
     access.grant(Choice.ALLOW_EDIT_FILE_SESSION, secret, outside, Access.EDIT)
     assert not access.workspace.needs_approval(Access.EDIT, secret)
-    assert access.workspace.needs_approval(
-        Access.EDIT, os.path.join(outside, "other.txt")
-    )
+    assert access.workspace.needs_approval(Access.EDIT, os.path.join(outside, "other.txt"))
     # An edit grant is not a read grant.
     assert access.workspace.needs_approval(Access.READ, secret)
 
@@ -142,15 +134,9 @@ def test_file_grant_covers_only_that_file(layout: tuple[str, str]) -> None:
 def test_folder_edit_grant_covers_the_folder_tree(layout: tuple[str, str]) -> None:
     root, outside = layout
     access = SessionAccess(root)
-    access.grant(
-        Choice.ALLOW_EDIT_FOLDER_SESSION, os.path.join(outside, "secret.txt"), outside, Access.EDIT
-    )
-    assert not access.workspace.needs_approval(
-        Access.EDIT, os.path.join(outside, "x", "y.txt")
-    )
-    assert access.workspace.needs_approval(
-        Access.EDIT, os.path.dirname(outside) + "/elsewhere"
-    )
+    access.grant(Choice.ALLOW_EDIT_FOLDER_SESSION, os.path.join(outside, "secret.txt"), outside, Access.EDIT)
+    assert not access.workspace.needs_approval(Access.EDIT, os.path.join(outside, "x", "y.txt"))
+    assert access.workspace.needs_approval(Access.EDIT, os.path.dirname(outside) + "/elsewhere")
 
 
 def test_folder_session_grant_for_reads_does_not_allow_running_commands(

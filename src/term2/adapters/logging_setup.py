@@ -40,9 +40,7 @@ def configure_logging(level_name: str = "info") -> None:
     root.handlers[:] = [handler]
     root.setLevel(max(level, logging.WARNING))  # libraries stay quiet unless they warn
     renderer: Any = (
-        structlog.dev.ConsoleRenderer(colors=False)
-        if sys.stderr.isatty()
-        else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[

@@ -185,9 +185,7 @@ class PromptService:
             client_files=client_files,
         )
         compactor = Compactor(llm, budget, ctx, meter)
-        stop = await run_loop(
-            transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter
-        )
+        stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)
         return TurnOutcome(stop)
 
     async def _record_spending(self, meter: Meter, record: Record) -> Spent:

@@ -35,7 +35,7 @@ async def bounded_result(text: str, session_id: str, outputs: OutputArchive | No
         else:
             marker = (
                 "\n[... {cut} characters cut for the context window; the whole output "
-                f"({lines:,} lines) is kept: call read_output with output_id \"{output_id}\" "
+                f'({lines:,} lines) is kept: call read_output with output_id "{output_id}" '
                 "and offset/limit to read it ...]\n"
             )
     return keep_ends(text, RESULT_LIMIT, marker)

@@ -54,9 +54,7 @@ class Route:
     api_key: str | None
 
 
-def route(
-    provider: str, wire: Wire | None, api_base: str | None, api_key: str | None, env: Mapping[str, str]
-) -> Route:
+def route(provider: str, wire: Wire | None, api_base: str | None, api_key: str | None, env: Mapping[str, str]) -> Route:
     """The adapter and endpoint for ``provider``; configured values win over the environment.
 
     A provider routed natively that has no base URL anywhere (a self-hosted

@@ -134,10 +134,7 @@ def _cut(text: str, limit_bytes: int) -> tuple[str, int, int | None]:
 def _embedded_blob(block: EmbeddedResource) -> str:
     kind = printable(block.mime_type) if block.mime_type else "unknown type"
     size = decoded_size(block.blob or "")
-    return (
-        f"[attached binary data: {_named(block.uri)} ({kind}, {size:,} bytes); "
-        "its content is not shown to you]"
-    )
+    return f"[attached binary data: {_named(block.uri)} ({kind}, {size:,} bytes); its content is not shown to you]"
 
 
 def decoded_size(blob: str) -> int:

@@ -195,7 +195,5 @@ def _chunk(body: list[str], index: int, *, first: bool, path: str) -> tuple[Chun
             f"{_at(begun - 1)}: a hunk in {UPDATE.strip()} {path} has no lines; give it context and changes"
         )
     if old == new:
-        raise PatchError(
-            f"{_at(begun - 1)}: a hunk in {UPDATE.strip()} {path} changes nothing (no '-' or '+' lines)"
-        )
+        raise PatchError(f"{_at(begun - 1)}: a hunk in {UPDATE.strip()} {path} changes nothing (no '-' or '+' lines)")
     return Chunk(header, tuple(old), tuple(new), at_end), index

@@ -109,9 +109,7 @@ def apply_chunks(text: str, chunks: Sequence[Chunk], budget: Budget, limit: int)
         else:
             old = "\n".join(chunk.old) + "\n"
             new = "\n".join(chunk.new) + "\n" if chunk.new else ""
-            found = locate(
-                work, old, new, budget=budget, from_line=from_line, at_end=chunk.at_end, whole_lines=True
-            )
+            found = locate(work, old, new, budget=budget, from_line=from_line, at_end=chunk.at_end, whole_lines=True)
             if not isinstance(found, Found):
                 return Refused(index, found, work)
             piece, line = found.pieces[0], found.first_line

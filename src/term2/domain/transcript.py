@@ -112,9 +112,7 @@ def apply_compaction(messages: list[ModelMessage], compaction: ContextCompaction
     out = list(messages)
     if compaction.cleared:
         cleared = set(compaction.cleared)
-        out = [
-            ModelMessage(m.message_id, _cleared(m.message)) if m.message_id in cleared else m for m in out
-        ]
+        out = [ModelMessage(m.message_id, _cleared(m.message)) if m.message_id in cleared else m for m in out]
     if compaction.keep_from is None and compaction.summary is None:
         return out
     start = next((i for i, m in enumerate(out) if m.message_id == compaction.keep_from), len(out))

@@ -129,6 +129,4 @@ class ScriptedSandbox:
             await on_output(output)
         if truncated:  # like the real adapter, a flooding program is killed
             return CommandResult(None, signal.SIGKILL, output, truncated=True, timed_out=False)
-        return CommandResult(
-            script.exit_code, None, output, truncated=False, timed_out=False, notices=script.notices
-        )
+        return CommandResult(script.exit_code, None, output, truncated=False, timed_out=False, notices=script.notices)

@@ -45,6 +45,7 @@ __all__ = [
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 
+
 @functools.cache
 def _entries() -> TypeAdapter[HistoryEntry]:
     """Built on first use: its schema costs ~7 MB and ~20 ms, and pydantic's schema machinery
@@ -62,9 +63,7 @@ class CodecError(ValueError):
 def to_micros(moment: datetime) -> int:
     """Microseconds since the epoch; raises ValueError for a naive datetime."""
     if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(
-            f"timestamps must be timezone-aware, got naive {moment.isoformat()}"
-        )
+        raise ValueError(f"timestamps must be timezone-aware, got naive {moment.isoformat()}")
     return (moment - _EPOCH) // _MICROSECOND
 
 

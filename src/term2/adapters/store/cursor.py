@@ -55,9 +55,7 @@ class CursorSigner:
         return hmac.new(self._secret, message, hashlib.sha256).digest()
 
     def issue(self, cwd: str | None, keyset: Keyset) -> str:
-        payload = json.dumps(
-            [keyset.updated_at_us, keyset.session_id], separators=(",", ":")
-        ).encode()
+        payload = json.dumps([keyset.updated_at_us, keyset.session_id], separators=(",", ":")).encode()
         return f"{_b64encode(payload)}.{_b64encode(self._tag(cwd, payload))}"
 
     def open(self, cwd: str | None, cursor: str) -> Keyset:

@@ -70,9 +70,7 @@ class InMemorySessionStore:
             return compact(entries), len(entries)
         return entries[after:], max(after, len(entries))
 
-    async def list(
-        self, cwd: str | None, cursor: str | None, limit: int
-    ) -> SessionPage:
+    async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         after = self._signer.open(cwd, cursor) if cursor is not None else None
@@ -85,9 +83,7 @@ class InMemorySessionStore:
         next_cursor = None
         if len(candidates) > limit:
             last = page[-1]
-            next_cursor = self._signer.issue(
-                cwd, Keyset(to_micros(last.updated_at), last.session_id)
-            )
+            next_cursor = self._signer.issue(cwd, Keyset(to_micros(last.updated_at), last.session_id))
         return SessionPage(sessions=page, next_cursor=next_cursor)
 
     async def aclose(self) -> None:

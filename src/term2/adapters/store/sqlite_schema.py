@@ -111,9 +111,7 @@ def _opening_alone(path: Path) -> Iterator[None]:
 
 def _open(path: Path) -> tuple[sqlite3.Connection, bytes]:
     _create_private(path)
-    conn = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -192,9 +190,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     try:
         version = _user_version(conn)
         if version > SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"schema version {version} is newer than this term2 supports ({SCHEMA_VERSION})"
-            )
+            raise SchemaTooNew(f"schema version {version} is newer than this term2 supports ({SCHEMA_VERSION})")
         if version == 0:
             for statement in _SCHEMA_V1:
                 conn.execute(statement)

@@ -62,8 +62,7 @@ _SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at"
 # index for both the filter and the ORDER BY instead of an "? IS NULL OR ..."
 # predicate that defeats the planner.
 _LIST_SQL: Final = {
-    (False, False): f"SELECT {_SESSION_COLUMNS} FROM sessions"
-    " ORDER BY updated_at DESC, id DESC LIMIT :limit",
+    (False, False): f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY updated_at DESC, id DESC LIMIT :limit",
     (False, True): f"SELECT {_SESSION_COLUMNS} FROM sessions"
     " WHERE (updated_at, id) < (:u, :i) ORDER BY updated_at DESC, id DESC LIMIT :limit",
     (True, False): f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE cwd = :cwd"
@@ -124,14 +123,10 @@ class SqliteSessionStore:
                     conn.close()
                     raise
             except (sqlite3.Error, OSError) as exc:
-                raise StoreUnavailable(
-                    f"cannot open the session store at {self._path}: {exc}"
-                ) from exc
+                raise StoreUnavailable(f"cannot open the session store at {self._path}: {exc}") from exc
             self._conn, self._signer = conn, CursorSigner(secret)
         if write and not self._writable:
-            raise StoreUnavailable(
-                f"session store at {self._path} is read-only (file or disk not writable)"
-            )
+            raise StoreUnavailable(f"session store at {self._path} is read-only (file or disk not writable)")
         return self._conn, self._signer
 
     def _drop_locked(self) -> None:
@@ -154,13 +149,9 @@ class SqliteSessionStore:
                 return work(conn, signer)
             except (sqlite3.Error, OSError) as exc:
                 self._drop_locked()
-                raise StoreUnavailable(
-                    f"session store at {self._path}: {action} failed: {exc}"
-                ) from exc
+                raise StoreUnavailable(f"session store at {self._path}: {action} failed: {exc}") from exc
             except CodecError as exc:
-                raise StoreUnavailable(
-                    f"session store at {self._path}: {action} found unreadable data: {exc}"
-                ) from exc
+                raise StoreUnavailable(f"session store at {self._path}: {action} found unreadable data: {exc}") from exc
 
     async def _call(
         self,
@@ -186,8 +177,7 @@ class SqliteSessionStore:
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (id) DO NOTHING",
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 row,
             )
             if cursor.rowcount == 0:
@@ -197,9 +187,7 @@ class SqliteSessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
-            row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
             return None if row is None else _session_from_row(row)
 
         return await self._call("read session", work)
@@ -274,9 +262,7 @@ class SqliteSessionStore:
     async def _batch(self, seqs: list[int]) -> list[HistoryEntry]:
         return await self._call("read history", partial(_load_bodies, seqs))
 
-    async def list(
-        self, cwd: str | None, cursor: str | None, limit: int
-    ) -> SessionPage:
+    async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
 
@@ -306,13 +292,7 @@ class SqliteSessionStore:
         await anyio.to_thread.run_sync(close)
 
 
-def _load_bodies(
-    seqs: list[int], conn: sqlite3.Connection, _: CursorSigner
-) -> list[HistoryEntry]:
+def _load_bodies(seqs: list[int], conn: sqlite3.Connection, _: CursorSigner) -> list[HistoryEntry]:
     placeholders = ",".join("?" * len(seqs))
-    bodies = dict(
-        conn.execute(
-            f"SELECT seq, body FROM history WHERE seq IN ({placeholders})", seqs
-        )
-    )
+    bodies = dict(conn.execute(f"SELECT seq, body FROM history WHERE seq IN ({placeholders})", seqs))
     return [decode_entry(bodies[seq]) for seq in seqs if seq in bodies]

@@ -64,8 +64,14 @@ class SessionServers:
     """The servers one session was opened with."""
 
     def __init__(
-        self, session_id: str, cwd: str, specs: Sequence[McpServer], client: Callable[[], Awaitable[McpClient]],
-        limits: McpLimits, notify: Notify, builtin_names: Callable[[], frozenset[str]],
+        self,
+        session_id: str,
+        cwd: str,
+        specs: Sequence[McpServer],
+        client: Callable[[], Awaitable[McpClient]],
+        limits: McpLimits,
+        notify: Notify,
+        builtin_names: Callable[[], frozenset[str]],
     ) -> None:
         self.session_id = session_id
         self._cwd = cwd
@@ -140,8 +146,11 @@ class SessionServers:
         try:
             client = await self._client()
             async with client.connect(
-                link.spec, cwd=self._cwd, startup_timeout=self._limits.startup_timeout,
-                on_tools_changed=on_tools_changed, on_closed=on_closed,
+                link.spec,
+                cwd=self._cwd,
+                startup_timeout=self._limits.startup_timeout,
+                on_tools_changed=on_tools_changed,
+                on_closed=on_closed,
             ) as connection:
                 with anyio.fail_after(self._limits.startup_timeout):
                     link.tools = await connection.list_tools()

@@ -68,9 +68,11 @@ class McpTool:
             f"(Tool {self._remote.name!r} of the MCP server {self._server!r}, which the user's editor provides; "
             "every call needs the user's approval.)"
         )
-        return ToolSpec(self._name, f"{description}\n\n{origin}" if description else origin, _object_schema(
-            self._remote.input_schema
-        ))
+        return ToolSpec(
+            self._name,
+            f"{description}\n\n{origin}" if description else origin,
+            _object_schema(self._remote.input_schema),
+        )
 
     def prepare(self, args: Arguments, root: str) -> Invocation:
         arguments = dict(args)
@@ -80,8 +82,9 @@ class McpTool:
             try:
                 result = await self._call(self._remote.name, arguments)
             except McpError as err:
-                raise ToolFailed(f"MCP server {self._server!r}, tool {self._remote.name!r}: "
-                                 f"{FAILURE_TEXT[err.kind]}: {err}") from None
+                raise ToolFailed(
+                    f"MCP server {self._server!r}, tool {self._remote.name!r}: {FAILURE_TEXT[err.kind]}: {err}"
+                ) from None
             text = render_result(result)
             shown_to_client = keep_ends(text, RESULT_LIMIT, "\n[... {cut} characters cut ...]\n")
             return Outcome(text, (TextOutput(shown_to_client),), failed=result.is_error)

@@ -25,9 +25,7 @@ def parse_arguments(raw: str) -> dict[str, object]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as err:
-        raise ArgumentError(
-            f"arguments are not valid JSON ({err.msg} at position {err.pos})"
-        ) from None
+        raise ArgumentError(f"arguments are not valid JSON ({err.msg} at position {err.pos})") from None
     if not isinstance(value, dict):
         raise ArgumentError("arguments must be a JSON object")
     return value
