@@ -601,3 +601,22 @@ async def test_two_searches_at_once_share_one_server(search: RipgrepWorkspaceSea
     assert len(results["a"]) == 302  # 300, a.py and c.tmp
     assert {m.path for m in results["b"]} == {f"m{n:03}.py".encode() for n in range(300) if n % 10 == 7}
     assert len(_servers(search)) == 1
+
+
+async def test_a_servers_start_is_spent_from_the_walks_time_limit(
+    search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A server that never says hello is waited for (START_LIMIT), then the call runs in a per-call view with
+    what is left of its time limit, not a fresh one: a walk's limit bounds the call, however it ran."""
+    program = tmp_path / "slow.py"
+    program.write_text("import time\ntime.sleep(20)\n")  # never says hello
+    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    monkeypatch.setattr(view_server, "START_LIMIT", 1.5)
+    with anyio.fail_after(10):
+        end = await search.files(Walk(str(repo), str(repo), time_limit=1.0), lambda path: True)
+    assert per_call == [str(repo)]  # it did fall back
+    assert end.cut_short == "stopped after 1 s", end  # the start spent its whole second
+    with anyio.fail_after(10):  # the next call is not made to wait for a start again (per-call for a while)
+        found: list[bytes] = []
+        end = await search.files(Walk(str(repo), str(repo), time_limit=5.0), _all(found))
+    assert end.complete and set(found) == {b"a.py", b"c.tmp"}

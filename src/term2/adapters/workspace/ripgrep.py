@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sysconfig
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -251,13 +252,18 @@ async def run(
     time_limit: float = TIME_LIMIT,
     rg: str | None = None,
     bwrap: str = BWRAP,
+    started: float | None = None,
 ) -> Finished:
     """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
     `consume` returns False once it has what it needs: rg is then killed,
     as it is when the time or output bound is reached or the caller is
     cancelled. Raises WorkspaceSearchFailed when rg cannot be started.
+    `started` (monotonic) is when the call began, when time was already
+    spent on it (a kept view that could not serve it): the limit counts
+    from there.
     """
+    began = time.monotonic() if started is None else started
     rg = rg_binary() if rg is None else rg
     check_binaries(rg, bwrap)
     limit = time_limit
@@ -274,7 +280,7 @@ async def run(
     finished = Finished(None, "")
     errors = bytearray()
     try:
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit - (time.monotonic() - began)) as scope:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_drain, process, errors)
                 finished.stopped = await _feed(process, consume)

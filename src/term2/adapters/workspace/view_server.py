@@ -297,9 +297,18 @@ class _Call:
 
 
 async def _search(
-    server: Server, rg_args: Sequence[str], place: ripgrep.Place, consume: Callable[[bytes], bool], limit: float
+    server: Server,
+    rg_args: Sequence[str],
+    place: ripgrep.Place,
+    consume: Callable[[bytes], bool],
+    limit: float,
+    started: float,
 ) -> ripgrep.Finished | None:
-    """rg through the server; None when it never ran there (the caller runs it in a per-call view)."""
+    """rg through the server; None when it never ran there (the caller runs it in a per-call view).
+
+    `limit` counts from `started` (the call's start, before its server was found or started), so a
+    server's start is spent from the walk's time, not added to it.
+    """
     body = b"\0".join([os.fsencode(place.cwd), *(os.fsencode(arg) for arg in (*rg_args, "--", place.target))])
     if len(body) > REQUEST_LIMIT:
         return None
@@ -318,7 +327,7 @@ async def _search(
             return None
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        with anyio.move_on_after(limit) as scope:
+        with anyio.move_on_after(limit - (time.monotonic() - started)) as scope:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_drain, err_r, errors)
                 call.finished.stopped = await _feed(out_r, consume, call)
@@ -418,13 +427,14 @@ class KeptViews:
         bwrap: str = ripgrep.BWRAP,
     ) -> ripgrep.Finished:
         """What `ripgrep.run` does, through a kept view when one can serve the call."""
+        started = time.monotonic()
         rg = ripgrep.rg_binary() if rg is None else rg
         ripgrep.check_binaries(rg, bwrap)
         server = await self._server(ripgrep.view_scope(place.top, root), rg, bwrap)
         if server is not None:
             server.calls += 1
             try:
-                finished = await _search(server, rg_args, place, consume, time_limit)
+                finished = await _search(server, rg_args, place, consume, time_limit, started)
             finally:
                 server.calls -= 1
                 server.used = time.monotonic()
@@ -432,7 +442,9 @@ class KeptViews:
                     await self._drop(server)
             if finished is not None:
                 return finished
-        return await ripgrep.run(rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap)
+        return await ripgrep.run(
+            rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap, started=started
+        )
 
     async def _server(self, scope: str, rg: str, bwrap: str) -> Server | None:
         if self._closed or time.monotonic() < self._failed_until:
