@@ -18,61 +18,26 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TypeVar
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
 _CHUNK = 65536
+_T = TypeVar("_T")
 _BACKLOG = 65536  # the kernel caps it at net.core.somaxconn, as anyio's listener does
 
 
-class UnixStream(anyio.abc.ByteStream):
-    """A connected ``AF_UNIX``/``SOCK_STREAM`` socket, owned by the stream from here on."""
+class _OwnedSocket:
+    """A non-blocking socket owned from here on; closing it wakes whoever waits on it (``notify_closing``)."""
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self._sock = sock
         self._closed = False
-
-    async def receive(self, max_bytes: int = _CHUNK) -> bytes:
-        await anyio.lowlevel.checkpoint()
-        while True:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            try:
-                data = self._sock.recv(max_bytes)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            if not data:
-                raise anyio.EndOfStream
-            return data
-
-    async def send(self, item: bytes) -> None:
-        await anyio.lowlevel.checkpoint()
-        view = memoryview(item)
-        while view:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            try:
-                sent = self._sock.send(view)
-            except BlockingIOError:
-                await anyio.wait_writable(self._sock)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            view = view[sent:]
-
-    async def send_eof(self) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        try:
-            self._sock.shutdown(socket.SHUT_WR)
-        except OSError as exc:
-            raise anyio.BrokenResourceError from exc
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -82,14 +47,46 @@ class UnixStream(anyio.abc.ByteStream):
         await anyio.lowlevel.checkpoint()
 
 
-class UnixListener:
+class UnixStream(_OwnedSocket, anyio.abc.ByteStream):
+    """A connected ``AF_UNIX``/``SOCK_STREAM`` socket, owned by the stream from here on."""
+
+    async def receive(self, max_bytes: int = _CHUNK) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        data = await self._io(partial(self._sock.recv, max_bytes), anyio.wait_readable)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        view = memoryview(item)
+        while view:
+            view = view[await self._io(partial(self._sock.send, view), anyio.wait_writable) :]
+
+    async def _io(self, call: Callable[[], _T], wait: Callable[[socket.socket], Awaitable[None]]) -> _T:
+        """``call`` on the non-blocking socket, waiting (through anyio's guarded wait) until it can go."""
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                return call()
+            except BlockingIOError:
+                await wait(self._sock)
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+
+    async def send_eof(self) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
+
+
+class UnixListener(_OwnedSocket):
     """A listening Unix socket; ``accept`` raises ``ClosedResourceError`` once closed and the
     ``OSError`` of a failed accept (EMFILE, ENFILE) as is, for the caller to wait and retry."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        self._sock = sock
-        self._closed = False
 
     @classmethod
     def bind(cls, path: str, *, mode: int) -> UnixListener:
@@ -114,10 +111,3 @@ class UnixListener:
                 await anyio.wait_readable(self._sock)
                 continue
             return UnixStream(conn)
-
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            anyio.notify_closing(self._sock)
-            self._sock.close()
-        await anyio.lowlevel.checkpoint()

@@ -46,9 +46,9 @@ STDERR_LIMIT = 16 * 1024
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 # The view is a mount namespace; as root that needs no user namespace, and the other namespaces
 # (net, pid, ipc, uts) would add ~12 ms a call without confining rg's reads any further.
-_CONFINEMENT: tuple[str, ...] = () if os.geteuid() == 0 else ("--unshare-user",)
+CONFINEMENT: tuple[str, ...] = () if os.geteuid() == 0 else ("--unshare-user",)
 # Root keeps reading what it could read outside the view (files of other users), nothing more.
-_CAPS: tuple[str, ...] = ("--cap-add", "CAP_DAC_READ_SEARCH") if os.geteuid() == 0 else ()
+CAPS: tuple[str, ...] = ("--cap-add", "CAP_DAC_READ_SEARCH") if os.geteuid() == 0 else ()
 BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
 
 
@@ -209,7 +209,7 @@ def view_binds(scope: str, rg: str, excludes: str | None, under: str = "") -> li
 
 def view_args(place: Place, root: str, rg: str, excludes: str | None, bwrap: str = BWRAP) -> list[str]:
     """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
-    args = [bwrap, *_CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *_CAPS]
+    args = [bwrap, *CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *CAPS]
     args += view_binds(view_scope(place.top, root), rg, excludes)
     args += ["--chdir", place.cwd]
     return args

@@ -93,8 +93,8 @@ def server_args(scope: str, rg: str, excludes: str | None, bwrap: str, fd: int) 
     python = os.path.realpath(sys.executable)
     args = [
         ripgrep.SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(ripgrep.MEMORY_LIMIT_KIB),
-        bwrap, *ripgrep._CONFINEMENT, *_NAMESPACES, "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL", *ripgrep._CAPS, "--cap-add", "CAP_SYS_CHROOT",
+        bwrap, *ripgrep.CONFINEMENT, *_NAMESPACES, "--die-with-parent", "--new-session",
+        "--cap-drop", "ALL", *ripgrep.CAPS, "--cap-add", "CAP_SYS_CHROOT",
     ]  # fmt: skip
     bound: list[str] = []
     for path in SYSTEM_DIRS:
