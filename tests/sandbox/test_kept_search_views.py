@@ -427,15 +427,24 @@ async def test_term2_killed_takes_its_servers_and_their_rg_with_it(repo: Path) -
             await anyio.sleep(0.02)
 
 
+def _server_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str) -> None:
+    """Views started from now on run ``source`` as their server: one that dies, hangs or never says hello."""
+    program = tmp_path / "server.py"
+    program.write_text(source)
+    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+
+
 # --- falling back -----------------------------------------------------------------------------------
 
 
 async def test_a_server_that_dies_sends_the_call_to_a_per_call_view(
     search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    program = tmp_path / "dies.py"
-    program.write_text("import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\ns.send(b'H')\ns.recv(99)\n")
-    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    _server_program(
+        monkeypatch,
+        tmp_path,
+        "import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\ns.send(b'H')\ns.recv(99)\n",
+    )
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert per_call == [str(repo)]
 
@@ -456,9 +465,7 @@ async def test_an_rg_the_server_cannot_start_runs_in_a_per_call_view(
 async def test_a_server_that_cannot_start_sends_calls_to_per_call_views(
     search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    program = tmp_path / "mute.py"
-    program.write_text("raise SystemExit(3)\n")
-    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    _server_program(monkeypatch, tmp_path, "raise SystemExit(3)\n")
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert per_call == [str(repo), str(repo)] and _servers(search) == []
@@ -483,9 +490,7 @@ async def test_a_search_cancelled_while_its_server_starts_leaves_no_server_or_de
 ) -> None:
     """The first call for a view waits for its server's hello; a caller cancelled then (the user cancels
     the turn) must not leave that server running, unreaped, or its pidfd and socket open in term2."""
-    program = tmp_path / "slow.py"
-    program.write_text("import time\ntime.sleep(20)\n")  # never says hello, never reads its socket
-    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    _server_program(monkeypatch, tmp_path, "import time\ntime.sleep(20)\n")  # never says hello, never reads its socket
     assert _children() == set()
     descriptors = len(os.listdir("/proc/self/fd"))
     with anyio.move_on_after(0.5) as scope:
@@ -608,9 +613,7 @@ async def test_a_servers_start_is_spent_from_the_walks_time_limit(
 ) -> None:
     """A server that never says hello is waited for (START_LIMIT), then the call runs in a per-call view with
     what is left of its time limit, not a fresh one: a walk's limit bounds the call, however it ran."""
-    program = tmp_path / "slow.py"
-    program.write_text("import time\ntime.sleep(20)\n")  # never says hello
-    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    _server_program(monkeypatch, tmp_path, "import time\ntime.sleep(20)\n")  # never says hello
     monkeypatch.setattr(view_server, "START_LIMIT", 1.5)
     with anyio.fail_after(10):
         end = await search.files(Walk(str(repo), str(repo), time_limit=1.0), lambda path: True)
