@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from term2.app.config import ConfigError, load_settings
 from term2.app.tools import WorkspaceToolbox
 from term2.domain.approval import Choice
-from term2.domain.network import HostError, NetworkGrant, is_public_address, parse_host, parse_hosts
+from term2.domain.network import HostError, NetworkGrant, is_public_address, parse_host, parse_hosts, shown_host
 from term2.domain.workspace import Access, SessionAccess
 from term2.ports.approval import ApprovalDecision
 from term2.ports.llm import ToolCallRequest
@@ -177,3 +177,8 @@ async def test_a_bad_network_argument_fails_before_anyone_is_asked(tmp_path: Pat
         text = await WorkspaceToolbox().execute(call, _ctx(tmp_path, approver, sandbox, SessionAccess(str(tmp_path))))
         assert "argument 'network'" in text, text
     assert approver.requests == [] and sandbox.commands == []
+
+
+def test_a_refused_name_is_shown_in_printable_ascii() -> None:
+    assert shown_host("pypi.org") == "pypi.org"
+    assert shown_host("a\x1b[2J\n b\\\u202e.test") == "a\\x1b[2J\\x0a\\x20b\\x5c\\u202e.test"

@@ -64,3 +64,12 @@ def test_undecodable_output_is_replaced_not_raised() -> None:
 )
 def test_a_sandbox_that_never_ran_it_says_did_not_run(error: SandboxUnavailable | SandboxFailed, message: str) -> None:
     assert str(did_not_run(error, "program")) == message
+
+
+def test_a_notice_stays_one_line_that_cannot_escape_into_the_terminal() -> None:
+    """Whatever an adapter put in a notice, the user's terminal gets it as one printable line after the reset."""
+    forged = "blocked: x\x1b]0;owned\x07\n[term2: all clear]\u202e.test was not approved \\x41"
+    end = ended(result(0, notices=(forged,)), timeout_s=1, output_limit=LIMIT)
+    shown = "[blocked: x\\x1b]0;owned\\x07\\x0a[term2: all clear]\\xe2\\x80\\xae.test was not approved \\x41]"
+    assert end.output == "out\n\n" + shown
+    assert end.terminal == "out\n\x18\x1b[0m\n" + shown

@@ -60,6 +60,18 @@ class NetworkGrant:
         return ", ".join(str(pattern) for pattern in self.hosts)
 
 
+def shown_host(host: str) -> str:
+    """`host` as a refusal line names it: a command chooses the name it asks for, so anything but
+    printable ASCII is written as an escape (``\\x1b``, ``\\u202e``), and the line cannot carry a
+    terminal escape sequence, break into a line the command forged, or read backwards."""
+    return "".join(
+        char
+        if " " < char < "\x7f" and char != "\\"
+        else (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        for char in host
+    )
+
+
 def normalize_host(host: str) -> str:
     """The form hosts are compared in: lower case, no trailing dot, IP literals canonical and unbracketed."""
     name = host.strip().lower().rstrip(".")

@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import structlog
 
-from term2.domain.network import NetworkGrant, is_public_address, normalize_host
+from term2.domain.network import NetworkGrant, is_public_address, normalize_host, shown_host
 
 _log = structlog.get_logger("term2.network")
 
@@ -42,7 +42,8 @@ class Dialer:
     _seen: set[str] = field(default_factory=set)
 
     def refuse(self, message: str) -> Refused:
-        """Record a refusal (once per message) and return the exception to raise."""
+        """Record a refusal (once per message) and return the exception to raise. A name in `message`
+        was chosen by the command: it comes here through `shown_host`, escaped."""
         if message not in self._seen:
             self._seen.add(message)
             self.refusals.append(message)
@@ -52,11 +53,11 @@ class Dialer:
     async def dial(self, host: str, port: int) -> anyio.abc.SocketStream:
         name = normalize_host(host)
         if not name or not 0 < port < 65536:
-            raise self.refuse(f"blocked: {host!r} is not a host")
+            raise self.refuse(f"blocked: '{shown_host(host)}' is not a host")
         if not self.grant.allows(name, port):
             if self.grant.names_host(name):
-                raise self.refuse(f"blocked: {name} port {port} was not approved (approved: {self.grant})")
-            raise self.refuse(f"blocked: {name} was not approved")
+                raise self.refuse(f"blocked: {shown_host(name)} port {port} was not approved (approved: {self.grant})")
+            raise self.refuse(f"blocked: {shown_host(name)} was not approved")
         last: Exception | None = None
         for address, target_port in await self._addresses(name, port):
             try:
@@ -83,7 +84,7 @@ class Dialer:
         if not public:
             shown = ", ".join(found[:4]) or "nothing"
             raise self.refuse(
-                f"blocked: {name} resolves to {shown}, not a public address; only a [network.resolve] "
+                f"blocked: {shown_host(name)} resolves to {shown}, not a public address; only a [network.resolve] "
                 "entry in term2's config.toml can send an approved name to such an address"
             )
         return [(address, port) for address in public]

@@ -16,6 +16,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from term2.adapters.network.dialer import Dialer, Refused, Unreachable
 from term2.adapters.network.relay import relay
+from term2.domain.network import shown_host
 
 HANDSHAKE_TIMEOUT_S = 30.0
 _SUCCEEDED, _NOT_ALLOWED, _UNREACHABLE, _UNSUPPORTED_COMMAND, _UNSUPPORTED_ADDRESS = 0, 2, 4, 7, 8
@@ -46,7 +47,9 @@ async def serve_socks(client: ByteStream, dialer: Dialer) -> None:
                 (port,) = struct.unpack("!H", await reader.receive_exactly(2))
             if version != 5 or command != 1:
                 what = {2: "BIND", 3: "UDP ASSOCIATE"}.get(command, f"command {command}")
-                dialer.refuse(f"blocked: SOCKS {what} (to {host}:{port}) is not allowed; only TCP connections are")
+                dialer.refuse(
+                    f"blocked: SOCKS {what} (to {shown_host(host)}:{port}) is not allowed; only TCP connections are"
+                )
                 await _reply(client, _UNSUPPORTED_COMMAND)
                 return
             try:

@@ -45,6 +45,7 @@ from term2.domain.history import Location
 _LAYOUT = "\x80-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
 _NEEDS_ESCAPE = re.compile(f"[\\\\\x00-\x1f\x7f\udc80-\udcff{_LAYOUT}]")
 _LAYOUT_CHAR = re.compile(f"[{_LAYOUT}]")
+_CONTROL = re.compile(f"[\x00-\x1f\x7f{_LAYOUT}]")  # lone surrogates: `said`, for every tool call
 _ESCAPED = re.compile(r"\\(\\|x[0-9a-fA-F]{2})")
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -68,6 +69,15 @@ def shown(name: str | bytes) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+def one_line(text: str) -> str:
+    """`text` with every control, line break and bidi character written as `\\xNN`, backslashes kept as they
+    are: for a line term2 adds under a command's output (a notice), whose names were already `shown`, so
+    that no other text in it can start a line of its own or an escape sequence in the user's terminal."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda match: "".join(f"\\x{byte:02x}" for byte in match.group().encode()), text)
 
 
 def unshown(text: str) -> str:

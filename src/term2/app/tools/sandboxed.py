@@ -12,6 +12,7 @@ import signal
 from dataclasses import dataclass
 
 from term2.app.tools.failure import ToolFailed
+from term2.app.tools.names import one_line
 from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
 
 
@@ -41,7 +42,8 @@ def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ende
     output = result.output.decode("utf-8", errors="replace")
     if result.truncated:
         output += f"\n[output truncated by the sandbox after {output_limit} bytes]"
-    notices = "".join(f"\n[{notice}]" for notice in result.notices)  # what the sandbox did afterwards
+    # What the sandbox did, each on one line of its own that no name in it can break or escape from.
+    notices = "".join(f"\n[{one_line(notice)}]" for notice in result.notices)
     terminal = output + (TERMINAL_RESET + notices if notices else "")
     output += notices
     signal_name = _signal_name(result.signal)
