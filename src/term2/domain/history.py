@@ -50,6 +50,9 @@ class Location:
 class TextOutput:
     text: str
     kind: Literal["text"] = "text"
+    # What a program printed (run_code), the sandbox's notices at its end: a view that keeps other texts
+    # for the model (a read's, a search's) draws this one's last lines as it does a command's output.
+    printed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

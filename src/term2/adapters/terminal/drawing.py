@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from term2.app.tools import names
+from term2.app.tools.sandboxed import TERMINAL_RESET
 from term2.domain.diff import fits_an_update, git_patch, too_large_note
 from term2.domain.history import DiffOutput, Plan, TerminalOutput, TextOutput, ToolCall, ToolOutput, ToolStatus
 from term2.domain.usage import TokenUsage
@@ -69,17 +70,24 @@ def cut_lines(text: str, keep: int, *, tail: bool) -> tuple[list[str], int]:
     return kept, len(lines) - keep
 
 
+def _last_lines(text: str) -> list[RenderableType]:
+    """The end of a command's or program's output, where the sandbox's notices are. The reset before them
+    is for a terminal emulator; here every line is escaped, so it would only show as `\\x18\\x1b[0m`."""
+    lines, cut = cut_lines(text.replace(TERMINAL_RESET, ""), OUTPUT_LINES, tail=True)
+    parts: list[RenderableType] = []
+    if cut:
+        parts.append(_more(cut, "lines above"))
+    parts.extend(Text(f"    {shown(line)}", style="dim", no_wrap=True, overflow="ellipsis") for line in lines)
+    return parts
+
+
 def _more(count: int, what: str) -> Text:
     return Text(f"    … {count} more {what}", style="dim italic")
 
 
 def command_output(output: TerminalOutput) -> RenderableType:
     """The last few lines of what a command printed, and how it exited."""
-    lines, cut = cut_lines(output.output, OUTPUT_LINES, tail=True)
-    parts: list[RenderableType] = []
-    if cut:
-        parts.append(_more(cut, "lines above"))
-    parts.extend(Text(f"    {shown(line)}", style="dim", no_wrap=True, overflow="ellipsis") for line in lines)
+    parts = _last_lines(output.output)
     if output.signal is not None:
         parts.append(Text(f"    killed by {output.signal}", style="red"))
     elif output.exit_code not in (None, 0):
@@ -120,6 +128,8 @@ def tool_output(output: ToolOutput, status: ToolStatus) -> RenderableType | None
     if isinstance(output, TerminalOutput):
         return command_output(output)
     assert isinstance(output, TextOutput)
+    if output.printed:  # a program's output, the sandbox's notices last: drawn as a command's, ended well or not
+        return Group(*_last_lines(output.text))
     if status is not ToolStatus.FAILED:  # a failure's reason is worth a line; a success's text is for the model
         return None
     lines, cut = cut_lines(output.text, TEXT_LINES, tail=False)

@@ -118,4 +118,4 @@ class RunCode:
             raise did_not_run(failure, "program")
         end = ended(result, timeout_s=timeout, output_limit=OUTPUT_LIMIT)
         text = f"{end.status}\n{end.output}\n{bridge.log.summary()}".strip()
-        return Outcome(text, (TextOutput(text),), failed=end.failed)
+        return Outcome(text, (TextOutput(text, printed=True),), failed=end.failed)
