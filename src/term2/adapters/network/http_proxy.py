@@ -92,7 +92,7 @@ async def _exchange(
                 await copy_body(reader, framing, upstream.send)
                 async for _ignored in reader:  # a pipelined request: never forwarded, retried by the client
                     pass
-                await upstream.send_eof()  # the command is done sending, as the old relay said too
+                await upstream.send_eof()  # the command ended its side: a server waiting for more learns it
             except BadRequest as exc:
                 bad.append(exc)
                 tg.cancel_scope.cancel()
