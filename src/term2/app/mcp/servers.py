@@ -32,7 +32,7 @@ from anyio.abc import TaskGroup, TaskStatus
 if TYPE_CHECKING:
     from term2.app.mcp.tool import McpTool
 
-from term2.app.mcp.names import tool_names
+from term2.app.mcp.names import escaped, tool_names
 from term2.ports.mcp import McpClient, McpConnection, McpError, McpServer, RemoteResult, RemoteTool
 
 log = structlog.get_logger("term2.mcp")
@@ -192,8 +192,8 @@ class SessionServers:
                 log.info("MCP server's tools changed", session_id=self.session_id, server=link.spec.name)
 
     async def _report(self, link: _Link, what: str) -> None:
-        text = (
-            f"MCP server {link.spec.name!r} {what}. The session goes on without its tools; "
+        text = (  # the reason may quote the server (an error it sent): escaped like all it says (names.escaped)
+            f"MCP server '{escaped(link.spec.name)}' {escaped(what)}. The session goes on without its tools; "
             "term2's log (its stderr) has the details."
         )
         log.warning("MCP server unavailable", session_id=self.session_id, server=link.spec.name, reason=what)
