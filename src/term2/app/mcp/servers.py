@@ -57,7 +57,7 @@ class _Link:
         self.settled = anyio.Event()  # ready, or failed to start
         self.wake = anyio.Event()
         self.stale = False  # the server said its tools changed
-        self.hung_up = False  # the connection ended by itself
+        self.hung_up: str | None = None  # the connection ended by itself: why
 
 
 class SessionServers:
@@ -139,8 +139,8 @@ class SessionServers:
             link.stale = True
             link.wake.set()
 
-        def on_closed() -> None:
-            link.hung_up = True
+        def on_closed(why: str) -> None:
+            link.hung_up = why
             link.wake.set()
 
         try:
@@ -175,10 +175,10 @@ class SessionServers:
         while True:
             await link.wake.wait()
             link.wake = anyio.Event()
-            if link.hung_up:
+            if link.hung_up is not None:
                 link.connection = None
                 self._changed()
-                await self._report(link, "stopped (it exited or closed the connection); its tools are gone")
+                await self._report(link, f"stopped ({link.hung_up}); its tools are gone")
                 return
             if link.stale:
                 link.stale = False
