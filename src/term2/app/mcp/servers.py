@@ -8,7 +8,8 @@ longer than that bound. A server that fails to start or dies later is told to
 the user (a message the client shows) and logged, and the session goes on
 without its tools. Closing the session, opening it again with another list,
 or term2's shutdown leave each server's connection, which ends the process
-(the adapter's promise); a crash of term2 is the adapter's `pdeathsig`.
+(the adapter's promise: every process it started, ADR 0040); a crash or a kill of
+term2 is the adapter's launcher's parent-death signal.
 
 This module is on the session path (the session use case opens and closes
 servers); what calls need is imported by the first turn.
