@@ -42,7 +42,7 @@ class Adapter:
             cwd=REPO,
             startup_timeout=20,
             on_tools_changed=lambda: self.changed.append("changed"),
-            on_closed=lambda: self.closed.append("closed"),
+            on_closed=lambda _why: self.closed.append("closed"),
         )
 
 

@@ -28,7 +28,7 @@ class FakeServer:
     cancelled: list[str] = field(default_factory=list)
     closed: bool = False
     _on_changed: Callable[[], None] | None = None
-    _on_closed: Callable[[], None] | None = None
+    _on_closed: Callable[[str], None] | None = None
     _gone: bool = False
 
     def add(self, name: str, handler: Handler, description: str = "", schema: dict[str, Any] | None = None) -> None:
@@ -40,7 +40,7 @@ class FakeServer:
     def hang_up(self) -> None:
         self._gone = True
         if self._on_closed is not None:
-            self._on_closed()
+            self._on_closed("it exited or closed the connection")
 
 
 def standard_server() -> FakeServer:
@@ -111,7 +111,7 @@ class FakeMcpClient:
         cwd: str,
         startup_timeout: float,
         on_tools_changed: Callable[[], None],
-        on_closed: Callable[[], None],
+        on_closed: Callable[[str], None],
     ) -> AsyncIterator[_Connection]:
         found = self.servers.get(server.name)
         if found is None or found.fail_start is not None:

@@ -8,15 +8,24 @@ check what term2 makes of it: the tool's description and every result carry `\\u
 
 Run as ``python -m tests.fakes.mcp_raw_server``. It answers `initialize`, `tools/list` (one tool,
 ``lone``, which takes ``text``), `tools/call` and `ping`; notifications are read and ignored.
+
+It also says what a hostile server would: ``RAW_TOOL`` in its environment names its tool instead
+(a line break, ESC, U+202E…), and a call whose arguments hold ``error`` is answered with a JSON-RPC
+error carrying that text as its message. A call whose arguments hold ``flood`` (a number of bytes) is
+answered with the start of a message that long and never ended: no newline, and the server then waits
+for ever, so only term2's bound on a line can end it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from typing import Any
 
 LONE = "lone \ud800 and \udc00, pair \U0001f600"  # json.dumps writes \ud800, \udc00 and \ud83d\ude00
+TOOL = os.environ.get("RAW_TOOL", "lone")
 
 
 def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -31,15 +40,31 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
         }
     elif method == "tools/list":
         schema = {"type": "object", "properties": {"text": {"type": "string"}}}
-        result = {"tools": [{"name": "lone", "description": f"Says: {LONE}", "inputSchema": schema}]}
+        result = {"tools": [{"name": TOOL, "description": f"Says: {LONE}", "inputSchema": schema}]}
     elif method == "tools/call":
-        text = request["params"].get("arguments", {}).get("text", "")
+        arguments = request["params"].get("arguments", {})
+        if "flood" in arguments:
+            _flood(request_id, int(arguments["flood"]))
+        if "error" in arguments:
+            return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": arguments["error"]}}
+        text = arguments.get("text", "")
         result = {"content": [{"type": "text", "text": f"{text}: {LONE}"}], "isError": False}
     elif method == "ping":
         result = {}
     else:
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no method {method}"}}
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _flood(request_id: object, size: int) -> None:
+    out = sys.stdout.buffer
+    out.write(json.dumps({"jsonrpc": "2.0", "id": request_id}).encode()[:-1] + b', "result": {"x": "')
+    block = b"x" * (1024 * 1024)
+    for _ in range(size // len(block)):
+        out.write(block)
+    out.flush()
+    while True:
+        time.sleep(3600)
 
 
 def main() -> None:

@@ -114,13 +114,14 @@ class McpClient(Protocol):
         cwd: str,
         startup_timeout: float,
         on_tools_changed: Callable[[], None],
-        on_closed: Callable[[], None],
+        on_closed: Callable[[str], None],
     ) -> AbstractAsyncContextManager[McpConnection]:
         """Start or dial ``server`` and finish MCP's handshake within ``startup_timeout`` seconds.
 
         Entering raises McpError(``start``) when that fails. ``cwd`` is where a stdio server runs.
         ``on_tools_changed`` is called when the server says its tool list changed;
-        ``on_closed`` when the connection ends by itself (a server that exited or hung up).
+        ``on_closed`` when the connection ends by itself (a server that exited or hung up, or broke the
+        adapter's bounds, which then stops it), with why, in words for the user.
         Leaving ends the server: a stdio server and every process it started are gone by then.
         """
         ...

@@ -5,21 +5,20 @@ pagination, cancellation and the streamable HTTP transport are the SDK's to
 keep up with. This module only adapts it: SDK types become the port's values,
 and every SDK or transport failure becomes `McpError` here, at the boundary.
 
-Stdio servers run as the user configured them in the editor (ADR 0023), with
-three things added by term2:
+Stdio servers run as the user configured them in the editor (ADR 0023), through
+term2's own transport (`stdio.py`, ADR 0040) rather than the SDK's, with three
+things added by term2:
 - the SDK's minimal inherited environment (PATH, HOME, USER, ...; never term2's
   own, which holds the model provider's keys) plus the client's `env`;
-- `setpriv --pdeathsig KILL`, so that the kernel kills the server when term2
-  dies without a chance to clean up (SIGKILL, a crash): no orphan keeps running;
-- stderr to term2's stderr (the log), never stdout, which is the ACP protocol.
-The SDK starts each server in a process group of its own and, when the
-connection is left, closes its stdin, then signals the whole group.
+- a launcher (`launcher.py`, a child subreaper with a parent-death signal), so
+  that no process the server starts, detached or not, outlives its session or
+  term2, however term2 ends (session/close, exit, SIGTERM, SIGKILL);
+- stdout read as bounded lines in linear time, and stderr to term2's log
+  (bounded), never to stdout, which is the ACP protocol.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -29,13 +28,13 @@ import mcp.types as types
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic_core import ValidationError
 
+from term2.adapters.mcp.stdio import stdio_transport
 from term2.domain.mended_text import loads, may_hold_lone_surrogates
 from term2.ports.mcp import (
     HttpServer,
@@ -58,18 +57,7 @@ CLIENT_INFO = types.Implementation(name="term2", version="0")
 Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], Any]
 
 
-def _pdeathsig_wrapper() -> tuple[str, ...]:
-    found = shutil.which("setpriv")
-    if found is None:
-        log.warning("setpriv not found; an MCP server outlives term2 if term2 is killed")
-        return ()
-    return (found, "--pdeathsig", "KILL", "--")
-
-
 class SdkMcpClient:
-    def __init__(self, wrapper: tuple[str, ...] | None = None) -> None:
-        self._wrapper = _pdeathsig_wrapper() if wrapper is None else wrapper
-
     @asynccontextmanager
     async def connect(
         self,
@@ -78,7 +66,7 @@ class SdkMcpClient:
         cwd: str,
         startup_timeout: float,
         on_tools_changed: Callable[[], None],
-        on_closed: Callable[[], None],
+        on_closed: Callable[[str], None],
     ) -> AsyncIterator[SdkConnection]:
         """The port's `connect`; the SDK's task groups wrap what they raise in groups, unwrapped here."""
         try:
@@ -94,7 +82,7 @@ class SdkMcpClient:
         cwd: str,
         startup_timeout: float,
         on_tools_changed: Callable[[], None],
-        on_closed: Callable[[], None],
+        on_closed: Callable[[str], None],
     ) -> AsyncIterator[SdkConnection]:
         async def on_message(message: IncomingMessage) -> None:
             if isinstance(message, types.ToolListChangedNotification):
@@ -125,13 +113,7 @@ class SdkMcpClient:
 
     def _transport(self, server: McpServer, cwd: str) -> Any:
         if isinstance(server, StdioServer):
-            params = StdioServerParameters(
-                command=self._wrapper[0] if self._wrapper else server.command,
-                args=[*self._wrapper[1:], server.command, *server.args] if self._wrapper else list(server.args),
-                env=dict(server.env),
-                cwd=cwd,
-            )
-            return stdio_client(params, errlog=sys.stderr)
+            return stdio_transport(server, cwd)
         return _http(server)
 
 
@@ -145,16 +127,24 @@ async def _http(server: HttpServer) -> AsyncIterator[Any]:
 async def _relay(
     read: MemoryObjectReceiveStream[SessionMessage | Exception],
     out: Any,
-    on_closed: Callable[[], None],
+    on_closed: Callable[[str], None],
 ) -> None:
-    """Pass messages on, and tell when the server's side ends: a dead server is noticed now, not at the next call."""
+    """Pass messages on, and tell when the server's side ends: a dead server is noticed now, not at the next call.
+
+    The transport ends a server that broke its bounds by sending the McpError that says so, then closing:
+    that is the reason given, and the session sees the connection end (a pending call fails at once).
+    """
+    why = "it exited or closed the connection"
     try:
         async with out:
             async for item in read:
+                if isinstance(item, McpError):
+                    why = str(item)
+                    break
                 await out.send(_mended(item))
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         pass
-    on_closed()
+    on_closed(why)
 
 
 def _mended(item: SessionMessage | Exception) -> SessionMessage | Exception:

@@ -8,7 +8,8 @@ longer than that bound. A server that fails to start or dies later is told to
 the user (a message the client shows) and logged, and the session goes on
 without its tools. Closing the session, opening it again with another list,
 or term2's shutdown leave each server's connection, which ends the process
-(the adapter's promise); a crash of term2 is the adapter's `pdeathsig`.
+(the adapter's promise: every process it started, ADR 0040); a crash or a kill of
+term2 is the adapter's launcher's parent-death signal.
 
 This module is on the session path (the session use case opens and closes
 servers); what calls need is imported by the first turn.
@@ -32,7 +33,7 @@ from anyio.abc import TaskGroup, TaskStatus
 if TYPE_CHECKING:
     from term2.app.mcp.tool import McpTool
 
-from term2.app.mcp.names import tool_names
+from term2.app.mcp.names import escaped, tool_names
 from term2.ports.mcp import McpClient, McpConnection, McpError, McpServer, RemoteResult, RemoteTool
 
 log = structlog.get_logger("term2.mcp")
@@ -57,7 +58,7 @@ class _Link:
         self.settled = anyio.Event()  # ready, or failed to start
         self.wake = anyio.Event()
         self.stale = False  # the server said its tools changed
-        self.hung_up = False  # the connection ended by itself
+        self.hung_up: str | None = None  # the connection ended by itself: why
 
 
 class SessionServers:
@@ -139,8 +140,8 @@ class SessionServers:
             link.stale = True
             link.wake.set()
 
-        def on_closed() -> None:
-            link.hung_up = True
+        def on_closed(why: str) -> None:
+            link.hung_up = why
             link.wake.set()
 
         try:
@@ -175,10 +176,10 @@ class SessionServers:
         while True:
             await link.wake.wait()
             link.wake = anyio.Event()
-            if link.hung_up:
+            if link.hung_up is not None:
                 link.connection = None
                 self._changed()
-                await self._report(link, "stopped (it exited or closed the connection); its tools are gone")
+                await self._report(link, f"stopped ({link.hung_up}); its tools are gone")
                 return
             if link.stale:
                 link.stale = False
@@ -192,8 +193,8 @@ class SessionServers:
                 log.info("MCP server's tools changed", session_id=self.session_id, server=link.spec.name)
 
     async def _report(self, link: _Link, what: str) -> None:
-        text = (
-            f"MCP server {link.spec.name!r} {what}. The session goes on without its tools; "
+        text = (  # the reason may quote the server (an error it sent): escaped like all it says (names.escaped)
+            f"MCP server '{escaped(link.spec.name)}' {escaped(what)}. The session goes on without its tools; "
             "term2's log (its stderr) has the details."
         )
         log.warning("MCP server unavailable", session_id=self.session_id, server=link.spec.name, reason=what)

@@ -6,6 +6,13 @@ every time, offering only "allow once" and "reject" (ADR 0023). A rejected
 call never reaches the server, because `run` is only called once the gate
 said yes. The server is looked up when the call runs, not when the model saw
 the tool: a server that went away since gives a tool error the model reads.
+
+What the user sees of the call is escaped (`names.escaped`): the title and the
+question name the server's tool on one line, its errors and results reach the
+editor with nothing that acts on the display. The arguments are shown as the
+call's content (announced with the call, so the permission request carries
+them too): pretty JSON, bounded, escaped, since some editors show an
+approval's title and content but not its raw input (ADR 0040).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from term2.app.mcp.names import escaped
 from term2.app.mcp.results import render_result
 from term2.app.results import RESULT_LIMIT
 from term2.app.tools.args import Arguments
@@ -27,6 +35,7 @@ from term2.ports.mcp import McpError, RemoteResult, RemoteTool
 from term2.ports.tools import ToolContext
 
 MAX_DESCRIPTION = 4000  # characters of a server's tool description sent to the model
+ARGUMENTS_CONTENT = 4000  # characters of a call's arguments shown as its content (rawInput has them all)
 
 # (tool, arguments) -> the result; raises McpError. Bound to one server by the session's registry.
 CallRemote = Callable[[str, Mapping[str, Any]], Awaitable[RemoteResult]]
@@ -45,6 +54,13 @@ def _object_schema(schema: Mapping[str, Any]) -> dict[str, object]:
     if parameters.get("type") != "object":
         return {"type": "object", "properties": {}}
     return parameters
+
+
+def arguments_content(arguments: Mapping[str, Any]) -> tuple[TextOutput, ...]:
+    """The call's arguments as the user reviews them: indented JSON, ends kept past the bound, escaped."""
+    text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+    bounded = keep_ends(text, ARGUMENTS_CONTENT, "\n[... {cut} characters cut ...]\n")
+    return (TextOutput(f"Arguments:\n```json\n{escaped(bounded, lines=True)}\n```"),)
 
 
 class McpTool:
@@ -77,24 +93,26 @@ class McpTool:
     def prepare(self, args: Arguments, root: str) -> Invocation:
         arguments = dict(args)
         shown = json.dumps(arguments, ensure_ascii=False, default=str)
+        server, tool = escaped(self._server), escaped(self._remote.name)
 
         async def run(ctx: ToolContext, call_id: str) -> Outcome:
             try:
                 result = await self._call(self._remote.name, arguments)
             except McpError as err:
                 raise ToolFailed(
-                    f"MCP server {self._server!r}, tool {self._remote.name!r}: {FAILURE_TEXT[err.kind]}: {err}"
+                    f"MCP server '{server}', tool '{tool}': {FAILURE_TEXT[err.kind]}: {escaped(str(err))}"
                 ) from None
             text = render_result(result)
             shown_to_client = keep_ends(text, RESULT_LIMIT, "\n[... {cut} characters cut ...]\n")
-            return Outcome(text, (TextOutput(shown_to_client),), failed=result.is_error)
+            return Outcome(text, (TextOutput(escaped(shown_to_client, lines=True)),), failed=result.is_error)
 
         return Invocation(
-            title=f"{self._remote.name} (MCP server {self._server!r})",
+            title=f"{tool} (MCP server '{server}')",
             access=Access.CALL,
             target=f"mcp:{self._server}/{self._remote.name}",
             grant_folder="",
             locations=(),
             run=run,
-            remote=RemoteCall(self._server, self._remote.name, shown),
+            remote=RemoteCall(server, tool, shown),
+            preview=lambda: arguments_content(arguments),
         )

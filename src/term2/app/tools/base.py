@@ -71,7 +71,7 @@ class Invocation:
 class RemoteCall:
     """Which server and tool a call reaches, and with what, as the user is asked about it (ADR 0023)."""
 
-    server: str
+    server: str  # escaped for display (app/mcp/names.escaped): the server chose its names
     tool: str
     arguments: str  # the arguments as JSON, as the server will get them
 

@@ -57,7 +57,7 @@ ARGUMENTS_SHOWN = 2000  # characters of an MCP call's arguments in the question;
 
 def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
     if invocation.remote is not None:
-        return f"Allow the MCP server {invocation.remote.server!r} to run its tool {invocation.remote.tool!r}?"
+        return f"Allow the MCP server '{invocation.remote.server}' to run its tool '{invocation.remote.tool}'?"
     if invocation.command is not None and invocation.network is not None:
         command = invocation.command
         return f"Allow `{command.command}` in {command.cwd} with network access to {invocation.network}?"
@@ -80,7 +80,7 @@ def approval_description(invocation: Invocation, root: str, asked: Access | None
         remote = invocation.remote
         arguments = remote.arguments[:ARGUMENTS_SHOWN] + ("…" if len(remote.arguments) > ARGUMENTS_SHOWN else "")
         return (
-            f"The model asks to call {remote.tool!r} on the MCP server {remote.server!r}, which your editor "
+            f"The model asks to call '{remote.tool}' on the MCP server '{remote.server}', which your editor "
             f"configured; it runs outside term2's sandbox with your rights. Arguments: {arguments}"
         )
     if asked is Access.READ and invocation.access is not Access.READ:

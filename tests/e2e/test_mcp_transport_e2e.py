@@ -1,0 +1,122 @@
+"""Issue 30 (items 6 and 7) end to end: an MCP server's processes end with it, and its output is bounded.
+
+Item 6: a server's helpers (one in its process group, one double-forked and
+`setsid`'d, both started by `tests/fakes/mcp_with_helpers.py` before it execs
+the server) must not outlive the session or term2, whichever way term2 ends:
+`session/close`, a normal exit (stdin closed), SIGTERM, SIGKILL. Two real
+servers: the SDK-built `tests/fakes/mcp_server.py` and `mcp-server-time` from
+PyPI. Every process of a server carries a marker in its environment, and the
+test polls /proc until none is left (a bounded wait; no duration is asserted).
+
+Item 7: a server that writes one 40 MiB line and never ends it is that
+server's failure: the call fails, the user is told the server stopped, its
+processes are gone, and the session's other server still answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import llm_env
+from tests.e2e.test_mcp_e2e import REPO, echo, fake_server, open_session, tool_results, wait_for_notice, wait_until
+from tests.e2e.test_tools_e2e import Agent, _agent, _warm_up, only_call, select
+from tests.support.acp_process import AcpProcess, Message
+from tests.support.procs import processes_with
+
+ENV_MARKER = "TERM2_TEST_MCP_MARKER"
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
+    with _agent(tmp_path_factory.mktemp("mcp-transport"), 1) as started:
+        _warm_up(started)
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def _clean_script(agent: Agent) -> Iterator[None]:
+    agent.llm.state.reset()
+    yield
+    agent.llm.state.reset()
+    agent.answers.policy = None
+
+
+def _server_command(kind: str, tmp: Path) -> list[str]:
+    if kind == "sdk":
+        return [sys.executable, "-m", "tests.fakes.mcp_server", "--record", str(tmp / "calls.jsonl")]
+    command = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+    assert command is not None, "mcp-server-time is a dev dependency (uv sync --group dev)"
+    return [command, "--local-timezone", "UTC"]
+
+
+def helped(kind: str, tmp: Path, marker: str) -> Message:
+    """The server `kind`, started with two helpers of its own; every process of it carries `marker`."""
+    env = [{"name": "PYTHONPATH", "value": REPO}, {"name": ENV_MARKER, "value": marker}]
+    args = ["-m", "tests.fakes.mcp_with_helpers", *_server_command(kind, tmp)]
+    return {"name": kind, "command": sys.executable, "args": args, "env": env}
+
+
+def processes_of(marker: str) -> list[int]:
+    return processes_with(f"{ENV_MARKER}={marker}", environ=True)
+
+
+def _started(proc: AcpProcess, root: Path, kind: str, tmp: Path) -> tuple[str, str]:
+    marker = uuid.uuid4().hex
+    sid = open_session(proc, root, [helped(kind, tmp, marker)])
+    wait_until(lambda: len(processes_of(marker)) >= 3, "the server and its two helpers to start")
+    return sid, marker
+
+
+@pytest.mark.parametrize("kind", ["sdk", "time"])
+def test_session_close_leaves_no_process_of_a_server(agent: Agent, tmp_path: Path, kind: str) -> None:
+    sid, marker = _started(agent.proc, agent.root, kind, tmp_path)
+    assert agent.proc.result("session/close", {"sessionId": sid}) == {}
+    wait_until(lambda: not processes_of(marker), "every process of the server to end with its session")
+
+
+@pytest.mark.parametrize("ending", ["exit", "sigterm", "sigkill"])
+@pytest.mark.parametrize("kind", ["sdk", "time"])
+def test_term2_ending_leaves_no_process_of_a_server(agent: Agent, tmp_path: Path, kind: str, ending: str) -> None:
+    proc = AcpProcess(tmp_path, env=llm_env(agent.llm))
+    try:
+        proc.initialize(1)
+        _, marker = _started(proc, agent.root, kind, tmp_path)
+        if ending == "exit":
+            proc.close(30)
+        elif ending == "sigterm":
+            proc.terminate(signal.SIGTERM, 30)
+        else:
+            proc.proc.send_signal(signal.SIGKILL)
+            proc.proc.wait(30)
+        wait_until(lambda: not processes_of(marker), f"every process of the server to end with term2 ({ending})")
+    finally:
+        proc.kill()
+
+
+def test_a_line_past_the_bound_fails_that_server_and_term2_goes_on(agent: Agent, tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    raw = {
+        "name": "raw",
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_raw_server"],
+        "env": [{"name": "PYTHONPATH", "value": REPO}, {"name": ENV_MARKER, "value": marker}],
+    }
+    sid = open_session(agent.proc, agent.root, [raw, fake_server("fake", tmp_path / "calls.jsonl", uuid.uuid4().hex)])
+    flood = {"name": "mcp__raw__lone", "arguments": {"flood": 40 * 1024 * 1024}}
+    messages = agent.turn(sid, flood, policy=select("allow-once"))
+    assert only_call(messages)["status"] == "failed"
+    wait_for_notice(agent, sid, "'raw' stopped (sent a message longer than 16 MiB)")
+    wait_until(lambda: not processes_of(marker), "the flooding server to be stopped")
+
+    agent.llm.state.reset()
+    messages = agent.turn(sid, echo("still here"), policy=select("allow-once"))
+    assert only_call(messages)["status"] == "completed"
+    assert any("echo: still here" in r for r in tool_results(agent.llm.requests[-1].body))
+    assert "mcp__raw__lone" not in str(agent.llm.requests[-1].body["tools"])
