@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -227,7 +227,8 @@ class SessionMethods:
         response: v1.PromptResponse = {"stopReason": STOP_REASONS[outcome.stop_reason]}
         if outcome.spent is not None:
             if outcome.spent.reported:  # never zeros passed off as measured: no count, no `usage`
-                response["usage"] = turn_usage(outcome.spent)
+                # Unstable in v1 since SDK 2.4.0 (stable clients drop it; Zed's unstable build reads it).
+                cast(dict[str, object], response)["usage"] = turn_usage(outcome.spent)
             response["_meta"] = spent_meta(outcome.spent)
         return response
 
