@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.support.exec_process import exec_env, run_piped
 from tests.support.schemas import iter_transcript
 from tests.support.sdk_clients import ScenarioResult, run_scenario
 
@@ -196,3 +197,20 @@ def test_v2_offers_no_pickers_and_no_commands(tmp_path: Path, workspace: Path, f
             assert "configOptions" not in json.dumps(message)
             assert "available_commands_update" not in json.dumps(message)
     assert "sessionCapabilities" in result.summary["initialize"]["capabilities"] or result.summary["initialize"]
+
+
+@pytest.mark.timeout(240)
+def test_exec_keeps_a_sessions_model_unless_its_command_line_names_another(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    keys = {k: v for k, v in _env(tmp_path, fake_llm).items() if k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    env = exec_env(tmp_path / "home", {"TERM2_MODEL": LAUNCHER, **keys})
+    first = run_piped(["hello"], env, root)
+    assert first.status == 0, first.stderr
+    switched = run_piped(["--continue", "--model", "openai/gpt-4.1", "again"], env, root)
+    assert switched.status == 0, switched.stderr
+    kept = run_piped(["--continue", "and again"], env, root)  # the launcher says gpt-4o-mini; the session says 4.1
+    assert kept.status == 0, kept.stderr
+    assert [r.model for r in fake_llm.requests] == ["gpt-4o-mini", "gpt-4.1", "gpt-4.1"]
