@@ -15,7 +15,7 @@ process or another, and applies from the session's next turn.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from term2.app.config import Settings
@@ -170,7 +170,3 @@ class SessionConfig:
                 raise InvalidInput(str(exc)) from None
         raise InvalidInput(f"unknown config option {config_id!r} (term2 has {MODEL!r} and {EFFORT!r})")
 
-
-def names(selects: Sequence[Select]) -> dict[str, str]:
-    """Each select's current value by id: what a test or a status line reads."""
-    return {s.config_id: s.current for s in selects}

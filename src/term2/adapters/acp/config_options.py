@@ -60,10 +60,3 @@ def commands_update(session_id: str, commands: Sequence[Command]) -> v1.SessionN
         "update": {"sessionUpdate": "available_commands_update", "availableCommands": available},
     }
 
-
-def config_update(session_id: str, selects: Sequence[Select]) -> v1.SessionNotification:
-    """The full set after term2 itself changed one (not after `session/set_config_option`, whose reply has it)."""
-    return {
-        "sessionId": session_id,
-        "update": {"sessionUpdate": "config_option_update", "configOptions": config_options(selects)},
-    }
