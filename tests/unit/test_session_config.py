@@ -28,7 +28,7 @@ def test_offered_models_are_grouped_by_provider_with_the_current_one_first() -> 
     env = {"ANTHROPIC_API_KEY": "k"}  # no OPENAI_API_KEY: only the named openai model, not the curated ones
     groups = offered_models(settings, env, current="anthropic/claude-opus-4-1")
     assert [g.group for g in groups] == ["anthropic", "openai", "lm_studio"]
-    assert [c.value for c in groups[0].choices][0] == "anthropic/claude-opus-4-1"
+    assert groups[0].choices[0].value == "anthropic/claude-opus-4-1"
     assert set(CURATED["anthropic"]) <= {c.value for c in groups[0].choices}
     assert [c.value for c in groups[1].choices] == ["openai/gpt-4o-mini"]
     assert [c.value for c in groups[2].choices] == ["lm_studio/qwen3"] and groups[2].choices[0].name == "qwen3"
