@@ -57,6 +57,12 @@ def _select(options: list[dict[str, Any]], config_id: str) -> dict[str, Any] | N
     return next((o for o in options if o["id"] == config_id), None)
 
 
+def _current(options: list[dict[str, Any]], config_id: str) -> str:
+    option = _select(options, config_id)
+    assert option is not None, f"no {config_id!r} option in {options}"
+    return str(option["currentValue"])
+
+
 def _values(option: dict[str, Any]) -> list[str]:
     return [v["value"] for g in option["options"] for v in g.get("options", [g])]
 
@@ -126,10 +132,10 @@ def test_pickers_switch_model_and_effort_and_survive_load_in_a_new_process(
     after_model = _step(first, 4)["configOptions"]
     effort = _select(after_model, "thought_level")
     assert effort is not None and effort["category"] == "thought_level" and "high" in _values(effort)
-    assert _select(_step(first, 5)["configOptions"], "thought_level")["currentValue"] == "high"  # type: ignore[index]
+    assert _current(_step(first, 5)["configOptions"], "thought_level") == "high"
     after_switch = _step(first, 7)["configOptions"]
-    assert _select(after_switch, "model")["currentValue"] == ANTHROPIC  # type: ignore[index]
-    assert _select(after_switch, "thought_level")["currentValue"] == "high"  # type: ignore[index]
+    assert _current(after_switch, "model") == ANTHROPIC
+    assert _current(after_switch, "thought_level") == "high"
     assert [e["op"] for e in first.summary["errors"]] == ["set_config_option", "set_config_option"]
 
     served = [r for r in fake_llm.requests if r.status != "error"]
@@ -173,8 +179,8 @@ def test_pickers_switch_model_and_effort_and_survive_load_in_a_new_process(
         ],
     )
     loaded = _step(second, 1)
-    assert _select(loaded["configOptions"], "model")["currentValue"] == ANTHROPIC  # type: ignore[index]
-    assert _select(loaded["configOptions"], "thought_level")["currentValue"] == "high"  # type: ignore[index]
+    assert _current(loaded["configOptions"], "model") == ANTHROPIC
+    assert _current(loaded["configOptions"], "thought_level") == "high"
     assert "/status" in loaded["texts"]["user"] and "/compact" in loaded["texts"]["user"]
     _commands_after_response(second, "session/load")
     last = [r for r in fake_llm.requests if r.status != "error"][-1]
