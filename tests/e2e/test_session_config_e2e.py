@@ -143,6 +143,9 @@ def test_pickers_switch_model_and_effort_and_survive_load_in_a_new_process(
     assert "reasoning_effort" not in served[0].body
     assert (served[2].protocol, served[2].model) == ("openai", "gpt-5-mini")
     assert served[2].body["reasoning_effort"] == "high"  # effort reaches the request
+    tools = [{t["function"]["name"] for t in r.body["tools"]} for r in served[:3]]
+    assert "edit_file" in tools[0] and "apply_patch" not in tools[0]
+    assert "apply_patch" in tools[2] and "edit_file" not in tools[2]  # the edit tools follow the model's family
     anthropic = served[3]
     assert (anthropic.protocol, anthropic.model) == ("anthropic", "claude-sonnet-4-5")
     kinds = [b.get("type") for m in anthropic.body["messages"] if isinstance(m["content"], list) for b in m["content"]]
