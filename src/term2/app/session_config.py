@@ -169,4 +169,3 @@ class SessionConfig:
             except ValueError as exc:
                 raise InvalidInput(str(exc)) from None
         raise InvalidInput(f"unknown config option {config_id!r} (term2 has {MODEL!r} and {EFFORT!r})")
-

@@ -59,4 +59,3 @@ def commands_update(session_id: str, commands: Sequence[Command]) -> v1.SessionN
         "sessionId": session_id,
         "update": {"sessionUpdate": "available_commands_update", "availableCommands": available},
     }
-
