@@ -205,7 +205,17 @@ def test_v2_offers_no_pickers_and_no_commands(tmp_path: Path, workspace: Path, f
         if direction == "agent":
             assert "configOptions" not in json.dumps(message)
             assert "available_commands_update" not in json.dumps(message)
-    assert "sessionCapabilities" in result.summary["initialize"]["capabilities"] or result.summary["initialize"]
+    lines = _agent_lines(result)
+    replies = {}
+    for direction, message in lines:
+        if direction == "client" and "method" in message and "id" in message:
+            replies[message["id"]] = message["method"]
+    answered = {replies[m["id"]]: m for d, m in lines if d == "agent" and "result" in m and m.get("id") in replies}
+    initialized = answered["initialize"]["result"]
+    assert set(initialized) == {"protocolVersion", "info", "capabilities"}  # the v2 page's blob, unchanged
+    assert initialized["capabilities"] == {"session": {}} and initialized["protocolVersion"] == 2
+    assert set(answered["session/new"]["result"]) == {"sessionId"}
+    assert answered["session/resume"]["result"] == {}
 
 
 @pytest.mark.timeout(240)
