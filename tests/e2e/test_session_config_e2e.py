@@ -233,3 +233,19 @@ def test_exec_keeps_a_sessions_model_unless_its_command_line_names_another(
     kept = run_piped(["--continue", "and again"], env, root)  # the launcher says gpt-4o-mini; the session says 4.1
     assert kept.status == 0, kept.stderr
     assert [r.model for r in fake_llm.requests] == ["gpt-4o-mini", "gpt-4.1", "gpt-4.1"]
+
+
+@pytest.mark.timeout(240)
+def test_without_a_model_sessions_open_with_no_pickers(
+    tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
+) -> None:
+    """As before the pickers: no model is an error of the first prompt, not of `session/new`."""
+    env = _env(tmp_path, fake_llm)
+    del env["TERM2_MODEL"]
+    steps: list[Any] = [
+        "initialize",
+        "new",
+        {"op": "set_config_option", "configId": "model", "value": REASONING, "expectError": -32602},
+    ]
+    result = _run(1, "2.4.0", tmp_path, "none", env, workspace, steps)
+    assert _step(result, 1)["configOptions"] == []

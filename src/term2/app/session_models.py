@@ -66,15 +66,17 @@ class SessionModels:
 
     def resolve(self, choice: ModelChoice) -> ProviderSettings:
         """The model's settings, or InvalidInput saying why it cannot be used (nothing is changed)."""
-        if choice == self.launcher:
-            return self._parts.default_settings()
         known = self._resolved.get(choice)
         if known is None:
             try:
-                known = self._parts.resolve(replace(self._settings, model=choice.model, effort=choice.effort))
+                if choice == self.launcher:
+                    known = self._parts.default_settings()
+                else:
+                    known = self._parts.resolve(replace(self._settings, model=choice.model, effort=choice.effort))
             except (ConfigError, ModelResolutionError, ModelNotConfigured) as exc:
                 raise InvalidInput(f"model {choice.model!r} cannot be used: {exc}") from None
-            self._resolved[choice] = known
+            if choice != self.launcher:  # the launcher's is the root's singleton, which tests may override
+                self._resolved[choice] = known
         return known
 
     def efforts(self, model: str) -> tuple[str, ...]:
