@@ -2,11 +2,13 @@
 // ACP v1 scenario client built on the official SDK (@agentclientprotocol/sdk).
 //   node conformance/clients/v1-scenario.mjs [--config JSON|@FILE] [--transcript FILE] -- <agent argv...>
 // See conformance/README.md for the config and summary formats.
-import * as acp from "@agentclientprotocol/sdk";
+// ACP_V1_SDK picks the client: "@agentclientprotocol/sdk" (1.4.0, the default) or "sdk24" (2.4.0, an npm alias).
+const acp = await import(process.env.ACP_V1_SDK || "@agentclientprotocol/sdk");
 import { main } from "./lib/scenario.mjs";
 
 const dialect = {
   version: 1,
+  sdk: process.env.ACP_V1_SDK || "@agentclientprotocol/sdk",
   initializeParams: (config, clientInfo) => ({
     protocolVersion: 1,
     clientCapabilities: config.clientCapabilities ?? {},

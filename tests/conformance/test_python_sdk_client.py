@@ -263,6 +263,9 @@ def test_python_sdk_client_full_conversation(tmp_path: Path, workspace: Path, fa
         if d == "agent" and m.get("method") == "session/update"
     ]
     assert "user_message_chunk" in replay and "agent_message_chunk" in replay, replay
-    assert not any(d == "agent" and m.get("method") == "session/update" for d, m in messages[end + 1 :]), (
-        "updates after the session/load response"
-    )
+    after = [
+        m["params"]["update"]["sessionUpdate"]
+        for d, m in messages[end + 1 :]
+        if d == "agent" and m.get("method") == "session/update"
+    ]
+    assert set(after) <= {"available_commands_update"}, f"replayed after the session/load response: {after}"

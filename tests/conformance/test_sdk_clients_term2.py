@@ -1,8 +1,8 @@
 """The official TypeScript SDK clients (v1 and experimental/v2) hold whole
 conversations with a real `term2 acp`, backed by the local fake LLM.
 
-Every line term2 writes in these runs is validated against the official JSON
-schemas shipped with @agentclientprotocol/sdk 1.4.0.
+v1 is driven by both the 1.4.0 and the 2.4.0 SDK clients; every line term2
+writes is validated against 2.4.0's v1 schema (v1) or 1.4.0's v2 draft (v2).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer
-from tests.support.sdk_clients import run_scenario
+from tests.support.sdk_clients import V1_SDKS, run_scenario
 
 STEPS = [
     "initialize",
@@ -47,9 +47,9 @@ def _script(outside: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize(("version", "sdk"), [(1, "1.4.0"), (1, "2.4.0"), (2, "1.4.0")])
 def test_official_sdk_client_full_conversation(
-    version: int, tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
+    version: int, sdk: str, tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -63,9 +63,12 @@ def test_official_sdk_client_full_conversation(
         "permissions": ["allow_once", "reject_once", "cancelled"],
         "timeoutMs": 60000,
     }
-    result = run_scenario(version, [sys.executable, "-m", "term2", "acp"], config, tmp_path, env=env, timeout=220)
+    result = run_scenario(
+        version, [sys.executable, "-m", "term2", "acp"], config, tmp_path, env=env, timeout=220, sdk=sdk
+    )
     s = result.summary
     assert result.returncode == 0 and s["ok"], result.explain()
+    assert version == 2 or s["sdk"] == V1_SDKS[sdk]
     assert s["initialize"]["protocolVersion"] == version
     assert s["stopReasons"] == ["end_turn", "end_turn", "end_turn", "cancelled", "cancelled"], result.explain()
     assert s["texts"][0] == "Hello world"

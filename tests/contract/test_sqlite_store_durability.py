@@ -239,6 +239,38 @@ async def test_corrupt_file_is_reported_then_recovers(tmp_path: Path) -> None:
     await store.aclose()
 
 
+async def test_a_version_1_store_is_migrated_and_keeps_its_sessions(tmp_path: Path) -> None:
+    """Schema 2 adds each session's model and effort (ADR 0043); a store term2 wrote before keeps every
+    session, which runs the launcher's model (NULL) until one is chosen, and the choice is then kept."""
+    from term2.adapters.store import sqlite_schema
+
+    path = tmp_path / "sessions.sqlite3"
+    conn = sqlite3.connect(path)
+    for statement in sqlite_schema._SCHEMA_V1:
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (sqlite_schema.SECRET_KEY, b"k" * 32))
+    conn.execute(
+        "INSERT INTO sessions (id, cwd, title, state, created_at, updated_at) VALUES ('s1', '/w', 'old', 'idle', 1, 2)"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+    store = SqliteSessionStore(path)
+    old = await store.get("s1")
+    assert old is not None and old.title == "old" and (old.model, old.effort) == (None, None)
+    await store.save(old.with_model("anthropic/claude-sonnet-4-5", "high"))
+    await store.aclose()
+    again = SqliteSessionStore(path)
+    kept = await again.get("s1")
+    assert kept is not None and (kept.model, kept.effort) == ("anthropic/claude-sonnet-4-5", "high")
+    assert [s.session_id for s in (await again.list(None, None, 10)).sessions] == ["s1"]
+    await again.aclose()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (sqlite_schema.SCHEMA_VERSION,)
+    conn.close()
+
+
 async def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite3"
     conn = sqlite3.connect(path)

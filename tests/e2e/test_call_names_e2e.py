@@ -90,7 +90,9 @@ def test_a_reused_tool_call_id_keeps_every_call_live_replayed_and_loaded(tmp_pat
         c = AcpProcess(tmp_path, home=home, env=env)
         try:
             c.initialize(1)
-            assert c.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}) == {}
+            assert set(c.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})) == {
+                "configOptions"
+            }  # v1's pickers (ADR 0043)
             loaded = list(c.log)
             assert c.close() == 0
             c.validate_schemas()

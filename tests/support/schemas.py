@@ -4,8 +4,8 @@ The schemas come from the pinned ``@agentclientprotocol/sdk`` npm package
 (installed by ``npm ci --prefix conformance``), not from a copy in this repo:
 the point is to check term2 against exactly what the SDK clients ship.
 
-* v1: ``schema/schema.json``
-* v2: ``schema/v2/schema.unstable.json``
+* v1: ``schema/v1/schema.json`` of 2.4.0 (the npm alias ``sdk24``, ADR 0043)
+* v2: ``schema/v2/schema.unstable.json`` of 1.4.0, which term2's v2 page binds
 
 Both are Draft 2020-12 and tag every params/result definition with
 ``x-method`` (wire method) and ``x-side`` (which peer *handles* the method).
@@ -40,8 +40,9 @@ from jsonschema.exceptions import ValidationError, best_match
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SDK_DIR = REPO_ROOT / "conformance" / "node_modules" / "@agentclientprotocol" / "sdk"
+SDK24_DIR = REPO_ROOT / "conformance" / "node_modules" / "sdk24"
 SCHEMA_FILES = {
-    1: SDK_DIR / "schema" / "schema.json",
+    1: SDK24_DIR / "schema" / "v1" / "schema.json",
     2: SDK_DIR / "schema" / "v2" / "schema.unstable.json",
 }
 NPM_HINT = "run `npm ci --prefix conformance` from the repo root (needs Node 20+)"

@@ -10,6 +10,7 @@ Usage from a test::
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from tests.support.schemas import (
 
 CLIENTS_DIR = REPO_ROOT / "conformance" / "clients"
 MOCK_AGENT = CLIENTS_DIR / "mock-agent.mjs"
+# The v1 clients of the kit, by SDK version: 1.4.0 (the package itself) and 2.4.0 (npm alias, ADR 0043).
+V1_SDKS = {"1.4.0": "@agentclientprotocol/sdk", "2.4.0": "sdk24"}
 
 
 def require_node_kit() -> str:
@@ -65,9 +68,15 @@ def run_scenario(
     *,
     timeout: float = 120,
     env: dict[str, str] | None = None,
+    sdk: str = "1.4.0",
 ) -> ScenarioResult:
-    """Run ``v{version}-scenario.mjs`` against ``agent_argv`` and parse its summary."""
+    """Run ``v{version}-scenario.mjs`` against ``agent_argv`` and parse its summary.
+
+    ``sdk`` picks the v1 client's SDK version (a key of ``V1_SDKS``); v2 always uses 1.4.0's.
+    """
     node = require_node_kit()
+    env = dict(env if env is not None else os.environ)
+    env["ACP_V1_SDK"] = V1_SDKS[sdk]
     transcript = workdir / f"acp-v{version}-transcript.jsonl"
     script = CLIENTS_DIR / f"v{version}-scenario.mjs"
     cmd = [

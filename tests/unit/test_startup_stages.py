@@ -68,11 +68,19 @@ class _Prompts:
         return _Outcome(StopReason.CANCELLED if cancelled else StopReason.END_TURN)
 
 
+class _Connection:
+    """Where the session methods would send a notification: nowhere here."""
+
+    async def notify(self, method: str, params: Any) -> None:
+        pass
+
+
 class _App:
     """Sessions at once; `prompts()` (called in a worker thread) waits for `gate`, or fails."""
 
     def __init__(self, fail: bool = False) -> None:
         self.sessions = _Sessions()
+        self.config = None  # no pickers or commands: these tests are about the stages
         self.turn_part = _Prompts()
         self.gate = threading.Event()
         self.fail = fail
@@ -109,7 +117,7 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
+            methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
         await anyio.sleep(0.05)
         assert not startup._turns_wanted.is_set() and not app.asked.is_set()  # it waits for a session
         with anyio.fail_after(10):
@@ -157,7 +165,7 @@ async def test_requests_that_wait_for_the_turn_part_together_share_one_sink_and_
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
+            methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
 
             async def ask() -> None:
                 got.append(await methods._turns())
@@ -178,7 +186,7 @@ async def test_a_turn_part_that_fails_to_load_leaves_sessions_working(monkeypatc
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(object(), 2, ClientCaps())  # type: ignore[arg-type]
+            methods = await startup.methods(_Connection(), 2, ClientCaps())  # type: ignore[arg-type]
             assert await methods.new({"cwd": "/w"}) == {"sessionId": "s1"}
             with pytest.raises(RpcError) as refused:
                 await methods.prompt({"sessionId": "s1", "prompt": [{"type": "text", "text": "hi"}]})
@@ -199,7 +207,7 @@ async def test_a_session_half_that_fails_to_load_is_reported_to_every_request(mo
             await startup.build()  # ends: nothing waits for a turn part that cannot come
             for _ in range(2):
                 with pytest.raises(RpcError) as refused:
-                    await startup.methods(object(), 1, ClientCaps())  # type: ignore[arg-type]
+                    await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
                 assert refused.value.code == INTERNAL_ERROR
                 assert refused.value.message == "term2 failed to start: the data folder is read-only"
 

@@ -30,6 +30,9 @@ CASES: list[tuple[p.Request[Any], str, ModuleType, str, frozenset[str]]] = [
     (p.REPLAY_FROM, "REPLAY_FROM", v2, "ReplayFromStartVariant", frozenset()),
     (p.SESSION_REF, "SESSION_REF", v1, "CloseSessionRequest", frozenset()),
     (p.SESSION_REF, "SESSION_REF", v2, "CloseSessionRequest", frozenset()),
+    # v1 only (ADR 0043): `type` tells the schema's boolean variant, which term2 refuses by name
+    (p.SET_CONFIG_OPTION, "SET_CONFIG_OPTION", v1, "SetSessionConfigOptionRequestBoolean", frozenset()),
+    (p.SET_CONFIG_OPTION, "SET_CONFIG_OPTION", v1, "SetSessionConfigOptionRequestValueId", frozenset({"type"})),
     (p.PROMPT, "PROMPT", v1, "PromptRequest", frozenset()),
     (p.PROMPT, "PROMPT", v2, "PromptRequest", frozenset()),
     (p.TEXT_BLOCK, "TEXT_BLOCK", v1, "ContentBlockText", frozenset()),

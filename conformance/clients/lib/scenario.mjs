@@ -29,6 +29,7 @@ export async function main(acp, dialect) {
   const summary = {
     ok: false,
     version: dialect.version,
+    sdk: dialect.sdk ?? null,
     initialize: null,
     sessionIds: [],
     steps: [],
@@ -147,7 +148,30 @@ const STEPS = {
     const result = await env.ctx.request("session/new", dialect.newSessionParams(cwd, step));
     env.state.sessionId = result.sessionId;
     env.summary.sessionIds.push(result.sessionId);
-    return { sessionId: result.sessionId };
+    return { sessionId: result.sessionId, configOptions: result.configOptions ?? null };
+  },
+
+  // v1: session/set_config_option {configId, value}; records the full set the agent answers.
+  async set_config_option(env, _dialect, step) {
+    const sessionId = sid(env, step);
+    const result = await env.ctx.request("session/set_config_option", {
+      sessionId,
+      configId: step.configId,
+      value: step.value,
+    });
+    return { sessionId, configOptions: result.configOptions };
+  },
+
+  // Wait for a session/update of this kind (sessionUpdate), counting from the start of the log.
+  async wait_update(env, _dialect, step) {
+    const sessionId = sid(env, step);
+    const event = await env.log.waitFor(
+      (e) => e.type === "update" && e.params.sessionId === sessionId && updateOf(e)?.sessionUpdate === step.kind,
+      step.from ?? 0,
+      env.config.timeoutMs,
+      step.kind,
+    );
+    return { sessionId, update: updateOf(event) };
   },
 
   async list(env, _dialect, step) {
@@ -224,10 +248,11 @@ const STEPS = {
     const from = env.log.length;
     const cwd = step.cwd ?? env.config.cwd;
     const { method, params } = dialect.resumeRequest(sessionId, cwd, step);
-    await env.ctx.request(method, params);
+    const result = await env.ctx.request(method, params);
     const d = digestUpdates(env.log.since(from).filter((e) => e.params.sessionId === sessionId));
     env.summary.replay = { method, updateKinds: d.kinds, texts: d.texts };
-    return { sessionId, method, updateKinds: d.kinds, texts: d.texts };
+    const configOptions = result?.configOptions ?? null;
+    return { sessionId, method, updateKinds: d.kinds, texts: d.texts, configOptions };
   },
 
   async load(env, dialect, step) {

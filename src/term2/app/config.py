@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from term2.app.edit_tools import EDIT_TOOL_CHOICES
+from term2.domain.model_choice import EFFORT_LEVELS
 from term2.ports.catalog import DeclaredModel, RequestOptions
 
-EFFORTS = ("minimal", "low", "medium", "high")
+EFFORTS = EFFORT_LEVELS  # the domain owns them (ADR 0043)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TOOL_CHOICES = ("auto", "none", "required")
 _DECLARING = frozenset({"provider", "context_window", "supports_reasoning", "max_output_tokens"})

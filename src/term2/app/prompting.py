@@ -16,28 +16,28 @@ import structlog
 
 from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
+from term2.app.commands import StatusFacts, command_of, compact_now, status_text
 from term2.app.compaction import Compactor
 from term2.app.conversation import model_transcript, system_prompt
-from term2.app.mcp.servers import McpSessions
+from term2.app.mcp.servers import McpSessions, SessionServers
 from term2.app.mcp.toolbox import session_toolbox
 from term2.app.metering import Meter
+from term2.app.session_models import ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.transcript import Transcript
 from term2.domain.content import ContentBlock, render_for_model
-from term2.domain.context_budget import ContextBudget
 from term2.domain.errors import NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
-from term2.domain.usage import Prices
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
-from term2.ports.llm import LLMError, LLMProvider
+from term2.ports.llm import LLMError
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
-from term2.ports.tools import Toolbox, ToolContext
+from term2.ports.tools import ToolContext
 from term2.ports.updates import MessageChunk, SessionEvent, Spent, StateChanged, UpdateSink, UserMessageSent
 
 log = structlog.get_logger("term2.prompt")
@@ -63,24 +63,20 @@ class PromptService:
         self,
         store: SessionStore,
         registry: SessionRegistry,
-        llm_factory: Callable[[], LLMProvider],
-        toolbox: Toolbox,
+        models: SessionModels,
         sandbox: Sandbox,
         limits: TurnLimits,
-        budget_factory: Callable[[], ContextBudget] = lambda: ContextBudget(None),
         outputs: OutputArchive | None = None,
-        prices_factory: Callable[[], Prices | None] = lambda: None,
         mcp: McpSessions | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
-        self._llm_factory = llm_factory  # called per turn: the provider is built (and litellm loaded) lazily
-        self._toolbox = toolbox
+        # Per turn, from the session's choice: the provider is built (and litellm loaded) lazily, and the
+        # budget, prices and edit tools follow the model the session runs now (ADR 0043).
+        self._models = models
         self._sandbox = sandbox
         self._limits = limits
-        self._budget_factory = budget_factory  # per turn, like the provider: the model may be configured late
         self._outputs = outputs
-        self._prices_factory = prices_factory
         self._mcp = mcp  # the session's MCP servers, whose tools join the built-in ones (ADR 0023)
 
     def admit(self, session_id: str) -> OpenSession:
@@ -157,21 +153,26 @@ class PromptService:
         await emit(UserMessageSent(user.message_id, prompt))
         await record(user)
         text = render_for_model(prompt)
-        opened.session = session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
+        # Re-read: a model chosen while this turn was being admitted must not be overwritten.
+        opened.session = opened.session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
-        llm = self._llm_factory()  # after the prompt is recorded: a model that cannot be used fails the turn
-        budget = self._budget_factory()
-        meter.start(entries, self._prices_factory())  # again, now with the prices: costs too
+        setup = self._models.setup(opened.session)  # after the prompt is recorded: an unusable model fails the turn
+        llm, budget = setup.llm, setup.budget
+        meter.start(entries, setup.prices)  # again, now with the prices: costs too
         instructions = await opened.instructions.read()
-        tools = self._toolbox.specs()  # the system prompt names the built-in tools; MCP tools describe themselves
+        tools = setup.toolbox.specs()  # the system prompt names the built-in tools; MCP tools describe themselves
         system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
         servers = self._mcp.servers(session.session_id) if self._mcp is not None else None
-        toolbox = await session_toolbox(self._toolbox, servers)
+        toolbox = await session_toolbox(setup.toolbox, servers)
         key = cache_key(session.session_id)
         messages = model_transcript(entries)
         transcript = Transcript(
             system, toolbox.specs(), messages, record, key, memory=opened.context, max_tokens=budget.max_output
         )
+        command = command_of(prompt)
+        if command is not None:
+            await self._command(command, opened, transcript, meter, setup, servers, approver, emit, record)
+            return TurnOutcome(StopReason.END_TURN)
         await transcript.add(ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,
@@ -187,6 +188,36 @@ class PromptService:
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)
         return TurnOutcome(stop)
+
+    async def _command(
+        self,
+        command: str,
+        opened: OpenSession,
+        transcript: Transcript,
+        meter: Meter,
+        setup: ModelSetup,
+        servers: SessionServers | None,
+        approver: Approver,
+        emit: Emit,
+        record: Record,
+    ) -> None:
+        """Answer a slash command as the agent's message; the prompt itself is not shown to the model."""
+        ctx = ToolContext(
+            opened.session.session_id, opened.access, approver, self._sandbox, emit, record, opened.turn, self._outputs
+        )
+        if command == "compact":
+            answer = await compact_now(Compactor(setup.llm, setup.budget, ctx, meter), transcript)
+        else:
+            choice = self._models.choice(opened.session)
+            model = choice.model if choice is not None else "none configured"
+            effort = choice.effort if choice is not None else None
+            reasons = bool(choice and self._models.efforts(choice.model))
+            states = servers.states() if servers is not None else None
+            facts = StatusFacts(model, effort, reasons, setup.budget.window, states)
+            answer = await status_text(facts, transcript, meter, self._sandbox)
+        message = AgentMessage(new_id("msg"), answer)
+        await emit(MessageChunk(message.message_id, message.text))
+        await record(message)
 
     async def _record_spending(self, meter: Meter, record: Record) -> Spent:
         """Keep the turn's usage in the history (the next turn's totals start from it)."""

@@ -20,6 +20,7 @@ from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry, compact
+from term2.domain.model_choice import ModelChoice
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
 from term2.ports.mcp import McpServer
@@ -148,11 +149,13 @@ class SessionService:
         registry: SessionRegistry,
         private: Sequence[str] = (),
         mcp: McpSessions | None = None,
+        launcher: ModelChoice | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._private = tuple(private)
         self._mcp = mcp
+        self._launcher = launcher  # the model and effort new sessions start with, kept with each (ADR 0043)
 
     async def connect_servers(self, session_id: str, servers: Sequence[McpServer], notify: Notify) -> None:
         """Start the MCP servers the client named for an open session, replacing those it had (ADR 0023).
@@ -168,6 +171,8 @@ class SessionService:
         root = workspace_root(cwd, self._private)
         now = utc_now()
         session = Session(new_session_id(), root, created_at=now, updated_at=now)
+        if self._launcher is not None:
+            session = session.with_model(self._launcher.model, self._launcher.effort)
         await self._store.create(session)
         return self._registry.attach(session)
 

@@ -26,6 +26,10 @@ class Session:
     updated_at: datetime
     title: str | None = None
     state: SessionState = SessionState.IDLE
+    # The model and effort chosen for this session (ADR 0043); model None: the launcher's (a session stored
+    # before sessions kept a model), effort None: none sent, the model's own default.
+    model: str | None = None
+    effort: str | None = None
 
     def touched(self, now: datetime) -> Session:
         return replace(self, updated_at=now)
@@ -41,6 +45,9 @@ class Session:
 
     def with_state(self, state: SessionState) -> Session:
         return replace(self, state=state)
+
+    def with_model(self, model: str, effort: str | None) -> Session:
+        return replace(self, model=model, effort=effort)
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,18 @@ class SessionRef(TypedDict):
 SESSION_REF = Request[SessionRef]({"sessionId": STR})
 
 
+class SetConfigOption(TypedDict):
+    sessionId: str
+    configId: str
+    value: object  # a value id (string) for a select; the schema's boolean variant is refused by name
+    type: str | None
+
+
+SET_CONFIG_OPTION = Request[SetConfigOption](
+    {"sessionId": STR, "configId": STR, "value": {"type": "any"}}, {"type": STR}
+)
+
+
 class Prompt(TypedDict):
     sessionId: str
     prompt: list[dict[str, Any]]

@@ -25,10 +25,18 @@ if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1, v2
 
 SESSION_METHODS = frozenset(
-    {"session/new", "session/load", "session/list", "session/resume", "session/close", "session/prompt"}
+    {
+        "session/new",
+        "session/load",
+        "session/list",
+        "session/resume",
+        "session/close",
+        "session/prompt",
+        "session/set_config_option",
+    }
 )
 V2_ONLY: frozenset[str] = frozenset()
-V1_ONLY = frozenset({"session/load"})
+V1_ONLY = frozenset({"session/load", "session/set_config_option"})  # v2's page has no pickers (ADR 0043)
 
 log = structlog.get_logger("term2.acp")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
@@ -23,6 +23,7 @@ from term2.adapters.acp import params as p
 from term2.adapters.acp.connection import AfterReply, Handler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from term2.adapters.acp.mcp_servers import mcp_servers
+from term2.app.session_config import SessionConfig
 from term2.app.sessions import SessionService
 from term2.domain.session import Session
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 
 _R = TypeVar("_R", bound=Mapping[str, object])
+Notify = Callable[[str, Mapping[str, object]], Awaitable[None]]  # a notification to the client
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,12 @@ class SessionMethods:
         version: int,
         turns: Callable[[], Awaitable[Turns]],
         on_session: Callable[[], None] = lambda: None,
+        config: SessionConfig | None = None,
+        notify: Notify | None = None,
     ) -> None:
         self._on_session = on_session
+        self._config = config  # the pickers and commands, offered on v1 only (ADR 0043)
+        self._notify = notify
         self._sessions = sessions
         self._version = version
         self._turns = turns
@@ -94,6 +100,7 @@ class SessionMethods:
         }
         if self._version == 1:
             table["session/load"] = self.load
+            table["session/set_config_option"] = self.set_config_option
         return table
 
     async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse | AfterReply:
@@ -103,6 +110,7 @@ class SessionMethods:
         opened = await self._sessions.new(args["cwd"])
         self._on_session()
         created: v1.NewSessionResponse | v2.NewSessionResponse = {"sessionId": opened.session.session_id}
+        self._add_options(created, opened.session)
         return await self._with_servers(opened.session.session_id, servers, created)
 
     async def list(self, params: Any) -> v1.ListSessionsResponse | v2.ListSessionsResponse:
@@ -130,6 +138,7 @@ class SessionMethods:
         if replay_from is not None:
             await self._replay(opened.session.session_id)
         resumed: v1.ResumeSessionResponse | v2.ResumeSessionResponse = {}
+        self._add_options(resumed, opened.session)
         return await self._with_servers(opened.session.session_id, servers, resumed)
 
     async def load(self, params: Any) -> v1.LoadSessionResponse | AfterReply:
@@ -140,7 +149,36 @@ class SessionMethods:
         self._on_session()
         await self._replay(opened.session.session_id)
         loaded: v1.LoadSessionResponse = {}
+        self._add_options(loaded, opened.session)
         return await self._with_servers(opened.session.session_id, servers, loaded)
+
+    async def set_config_option(self, params: Any) -> v1.SetSessionConfigOptionResponse:
+        """v1 only: change the model or the effort; the answer is the full set (ADR 0043)."""
+        from term2.adapters.acp.config_options import config_options
+
+        args = p.parse(p.SET_CONFIG_OPTION, params, "session/set_config_option")
+        if self._config is None:
+            raise RpcError(INVALID_PARAMS, "Invalid params for session/set_config_option: no options here")
+        value = args["value"]
+        if not isinstance(value, str) or args["type"] == "boolean":
+            raise RpcError(
+                INVALID_PARAMS,
+                "Invalid params for session/set_config_option: value must be a value id (term2's options are selects)",
+            )
+        selects = await self._config.choose(args["sessionId"], args["configId"], value)
+        return {"configOptions": config_options(selects)}
+
+    def _offers_config(self) -> bool:
+        return self._version == 1 and self._config is not None
+
+    def _add_options(self, result: Mapping[str, object], session: Session) -> None:
+        """v1's `configOptions` on a new, loaded or resumed session; the shared v1/v2 literal is typed
+        as v2's first, which has no such field, so the v1 value is typed on its own."""
+        from term2.adapters.acp.config_options import config_options
+
+        if self._config is not None and self._version == 1:
+            options: builtins.list[v1.SessionConfigOption] = config_options(self._config.selects(session))
+            cast(dict[str, object], result)["configOptions"] = options
 
     def _v2_only(self, mcp: builtins.list[Any] | None) -> builtins.list[Any] | None:
         """v2 refuses MCP servers as its page says; v1 connects them (ADR 0023)."""
@@ -162,11 +200,14 @@ class SessionMethods:
             await turns.sink.send(session_id, MessageChunk(new_id("notice"), text))
 
         await self._sessions.connect_servers(session_id, servers[0], notice)
-        if not servers[0] and not servers[1]:
+        commands = self._offers_config() and self._notify is not None
+        if not servers[0] and not servers[1] and not commands:
             return result
 
         async def then() -> None:
             replied.set()
+            if commands:  # after the reply: Zed drops updates for a session it does not know yet
+                await self._send_commands(session_id)
             for text in servers[1]:
                 try:
                     await notice(text)
@@ -174,6 +215,16 @@ class SessionMethods:
                     return
 
         return AfterReply(result, then)
+
+    async def _send_commands(self, session_id: str) -> None:
+        from term2.adapters.acp.config_options import commands_update
+        from term2.app.commands import COMMANDS
+
+        assert self._notify is not None
+        try:
+            await self._notify("session/update", commands_update(session_id, COMMANDS))
+        except Exception:  # the client went away; nothing else to tell
+            return
 
     async def _replay(self, session_id: str) -> None:
         from term2.app.replay import replay
@@ -227,7 +278,8 @@ class SessionMethods:
         response: v1.PromptResponse = {"stopReason": STOP_REASONS[outcome.stop_reason]}
         if outcome.spent is not None:
             if outcome.spent.reported:  # never zeros passed off as measured: no count, no `usage`
-                response["usage"] = turn_usage(outcome.spent)
+                # Unstable in v1 since SDK 2.4.0 (stable clients drop it; Zed's unstable build reads it).
+                cast(dict[str, object], response)["usage"] = turn_usage(outcome.spent)
             response["_meta"] = spent_meta(outcome.spent)
         return response
 

@@ -16,7 +16,7 @@ from term2.domain.usage import CURRENCY, TokenUsage
 from term2.ports.updates import Spent, UsageChanged
 
 if TYPE_CHECKING:
-    from term2.adapters.acp.wire_types import v1
+    from term2.adapters.acp.wire_types import v1, v2
 
 TOOL_KINDS: dict[ToolKind, v1.ToolKind] = {
     ToolKind.READ: "read",
@@ -58,8 +58,9 @@ def locations(locs: tuple[Location, ...]) -> list[v1.ToolCallLocation]:
     return out
 
 
-def turn_usage(spent: Spent) -> v1.Usage:
-    """The turn's tokens in the schema's `Usage` (the v1 prompt response, the v2 idle update)."""
+def turn_usage(spent: Spent) -> v2.Usage:
+    """The turn's tokens in the schema's `Usage` (the v2 idle update; v1's prompt response, where the
+    2.4.0 schema keeps it among the unstable fields, so v1's stable types no longer name it)."""
     turn = spent.turn
     return {
         "totalTokens": turn.input + turn.output,

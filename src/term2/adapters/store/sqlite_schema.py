@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 10.0
 SECRET_KEY: Final = "cursor_secret"
 
@@ -68,6 +68,11 @@ _SCHEMA_V1: Final = (
     # Covering index for compaction: (first seq, last seq) per key without
     # touching the bodies.
     "CREATE INDEX history_by_key ON history (session_id, key, seq)",
+)
+# Version 2: the model and effort a session runs with (ADR 0043); NULL in older rows: the launcher's.
+_SCHEMA_V2: Final = (
+    "ALTER TABLE sessions ADD COLUMN model TEXT",
+    "ALTER TABLE sessions ADD COLUMN effort TEXT",
 )
 
 
@@ -198,6 +203,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 "INSERT INTO meta (key, value) VALUES (?, ?)",
                 (SECRET_KEY, secrets.token_bytes(32)),
             )
+        if version < 2:
+            for statement in _SCHEMA_V2:
+                conn.execute(statement)
+        if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -56,7 +56,7 @@ T = TypeVar("T")
 
 HISTORY_BATCH: Final = 200
 
-_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at"
+_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at, model, effort"
 
 # One statement per (cwd filter?, cursor?) combination, so each can use its
 # index for both the filter and the ORDER BY instead of an "? IS NULL OR ..."
@@ -79,9 +79,11 @@ _TAIL_SQL: Final = "SELECT seq, body FROM history WHERE session_id = ? AND seq >
 
 
 def _session_from_row(row: Sequence[object]) -> Session:
-    session_id, cwd, title, state, created_at, updated_at = row
+    session_id, cwd, title, state, created_at, updated_at, model, effort = row
     assert isinstance(session_id, str) and isinstance(cwd, str)
     assert title is None or isinstance(title, str)
+    assert model is None or isinstance(model, str)
+    assert effort is None or isinstance(effort, str)
     assert isinstance(state, str)
     assert isinstance(created_at, int) and isinstance(updated_at, int)
     return Session(
@@ -91,6 +93,8 @@ def _session_from_row(row: Sequence[object]) -> Session:
         updated_at=from_micros(updated_at),
         title=title,
         state=SessionState(state),
+        model=model,
+        effort=effort,
     )
 
 
@@ -173,11 +177,13 @@ class SqliteSessionStore:
             session.state.value,
             to_micros(session.created_at),
             to_micros(session.updated_at),
+            session.model,
+            session.effort,
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 8)}) ON CONFLICT (id) DO NOTHING",
                 row,
             )
             if cursor.rowcount == 0:
@@ -197,12 +203,14 @@ class SqliteSessionStore:
             session.title,
             session.state.value,
             to_micros(session.updated_at),
+            session.model,
+            session.effort,
             session.session_id,
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                "UPDATE sessions SET title = ?, state = ?, updated_at = ? WHERE id = ?",
+                "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ? WHERE id = ?",
                 values,
             )
             if cursor.rowcount == 0:
@@ -276,7 +284,7 @@ class SqliteSessionStore:
             page = tuple(_session_from_row(row) for row in rows[:limit])
             next_cursor = None
             if len(rows) > limit:
-                _, _, _, _, _, updated_at = rows[limit - 1]
+                updated_at = rows[limit - 1][5]
                 next_cursor = signer.issue(cwd, Keyset(updated_at, page[-1].session_id))
             return SessionPage(sessions=page, next_cursor=next_cursor)
 

@@ -11,7 +11,7 @@ half-done; a second one leaves at once.
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -32,6 +32,13 @@ class ExecRequest:
     cwd: str  # absolute; the session service checks it (and refuses unsafe roots) as for session/new
     resume: str | None = None  # a session id
     newest: bool = False  # --continue: the newest session made in `cwd`
+    # `--model`/`--effort` as given: a new session starts with them anyway; a resumed one keeps its own
+    # choice (ADR 0043) unless the command line names another.
+    model: str | None = None
+    effort: str | None = None
+
+
+Choose = Callable[[str, str, str], Awaitable[object]]  # (session id, config id, value): the pickers' use case
 
 
 class Interrupts:
@@ -76,6 +83,7 @@ async def run_exec(
     view: ExecView,
     approver: Approver,
     leave: Callable[[], None],
+    choose: Choose | None = None,
 ) -> Ended:
     """One turn in the session `request` names; raises the session service's errors before any turn starts.
 
@@ -83,6 +91,11 @@ async def run_exec(
     """
     opened = await open_session(sessions, request)
     session_id = opened.session.session_id
+    if choose is not None and (request.resume is not None or request.newest):
+        if request.model:
+            await choose(session_id, "model", request.model)
+        if request.effort:
+            await choose(session_id, "thought_level", request.effort)
     interrupts = Interrupts(lambda: prompts.cancel(session_id), leave, view)
     refused: Term2Error | None = None
     async with anyio.create_task_group() as tg:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +29,12 @@ from term2.app.entrypoints.catalog import model_catalog
 from term2.app.entrypoints.lean_imports import import_lean
 from term2.app.mcp.servers import McpLimits, McpSessions
 from term2.app.provider_settings import provider_settings
+from term2.app.session_config import SessionConfig
+from term2.app.session_models import ModelParts, SessionModels
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.domain.context_budget import ContextBudget
 from term2.domain.context_estimate import output_limit
+from term2.domain.model_choice import ModelChoice
 from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.domain.usage import Prices
@@ -95,12 +98,35 @@ def _workspace_search() -> WorkspaceSearch:
     return RipgrepWorkspaceSearch(kept=True)  # ended in Application.shutdown (ADR 0037)
 
 
-def _toolbox(settings: Settings, search: WorkspaceSearch) -> Toolbox:
-    """The built-in tools, with the edit tools the configured model's family writes best (ADR 0027)."""
+def _toolbox(settings: Settings, search: WorkspaceSearch, model: str | None = None) -> Toolbox:
+    """The built-in tools, with the edit tools the model's family writes best (ADR 0027): the configured
+    model's, or the one a session switched to (ADR 0043)."""
     from term2.app.edit_tools import edit_tool_names
     from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
 
-    return WorkspaceToolbox(default_tools(edit_tool_names(settings.model, settings.edit_tools), search))
+    return WorkspaceToolbox(default_tools(edit_tool_names(model or settings.model, settings.edit_tools), search))
+
+
+def _session_models(
+    settings: Settings,
+    env: Mapping[str, str],
+    catalog: ModelCatalog,
+    search: WorkspaceSearch,
+    default_settings: Callable[[], ProviderSettings],
+    default_llm: Callable[[], LLMProvider],
+    default_toolbox: Callable[[], Toolbox],
+) -> SessionModels:
+    """Each session's model and what follows it; the launcher's model keeps the root's singletons."""
+    parts = ModelParts(
+        resolve=lambda chosen: provider_settings(chosen, env, catalog),
+        make_llm=_llm,
+        make_toolbox=lambda model: _toolbox(settings, search, model),
+        budget=lambda chosen: _budget(chosen, settings),
+        default_settings=default_settings,
+        default_llm=default_llm,
+        default_toolbox=default_toolbox,
+    )
+    return SessionModels(settings, parts)
 
 
 def _mcp_client() -> McpClient:
@@ -124,6 +150,11 @@ def _prompt_service(**parts: Any) -> PromptService:
     from term2.app.prompting import PromptService
 
     return PromptService(**parts)
+
+
+def _launcher_choice(settings: Settings) -> ModelChoice | None:
+    """What a new session starts with: `--model`/`--effort` over the config's defaults (ADR 0043)."""
+    return ModelChoice(settings.model, settings.effort) if settings.model else None
 
 
 def _store_path(settings: Settings, env: Mapping[str, str]) -> Path:
@@ -158,6 +189,16 @@ class Container(containers.DeclarativeContainer):
     limits = providers.Callable(_limits, settings)
     budget: providers.Provider[ContextBudget] = providers.Factory(_budget, llm_settings, settings)
     prices: providers.Provider[Prices | None] = providers.Factory(_prices, llm_settings)
+    models = providers.Singleton(
+        _session_models,
+        settings,
+        env,
+        catalog,
+        workspace_search,
+        llm_settings.provider,
+        llm.provider,
+        toolbox.provider,
+    )
     outputs: providers.Provider[OutputArchive] = providers.Singleton(
         _outputs, folder=providers.Callable(_outputs_path, settings, env)
     )
@@ -165,18 +206,25 @@ class Container(containers.DeclarativeContainer):
     mcp = providers.Singleton(
         McpSessions, client_factory=mcp_client.provider, limits=providers.Callable(_mcp_limits, settings)
     )
-    sessions = providers.Singleton(SessionService, store=store, registry=registry, private=own_paths, mcp=mcp)
+    sessions = providers.Singleton(
+        SessionService,
+        store=store,
+        registry=registry,
+        private=own_paths,
+        mcp=mcp,
+        launcher=providers.Callable(_launcher_choice, settings),
+    )
+    config = providers.Singleton(
+        SessionConfig, store=store, registry=registry, models=models, settings=settings, env=env
+    )
     prompts: providers.Provider[PromptService] = providers.Singleton(
         _prompt_service,
         store=store,
         registry=registry,
-        llm_factory=llm.provider,
-        toolbox=toolbox,
+        models=models,
         sandbox=sandbox,
         limits=limits,
-        budget_factory=budget.provider,
         outputs=outputs,
-        prices_factory=prices.provider,
         mcp=mcp,
     )
 
@@ -195,6 +243,7 @@ class Application:
     def __init__(self, container: Container) -> None:
         self.container = container
         self.sessions: SessionService = container.sessions()
+        self.config: SessionConfig = container.config()
         self._settings: Settings = container.settings()
         self._turn_part = False
 
@@ -234,6 +283,7 @@ class Application:
                 await self.container.llm().aclose()
             except Exception:  # no model configured, or a provider that failed to close: nothing to keep
                 pass
+            await self.container.models().aclose()  # the adapters of models sessions switched to
             await self.container.workspace_search().aclose()  # kept views' servers (they also end with term2)
         await self.container.store().aclose()
 

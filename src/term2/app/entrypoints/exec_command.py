@@ -207,7 +207,9 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
 
     configure_logging(log_level(settings, options, env))
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
-    request = ExecRequest(prompt, cwd, resume=options.resume, newest=options.newest)
+    request = ExecRequest(
+        prompt, cwd, resume=options.resume, newest=options.newest, model=options.model, effort=options.effort
+    )
     view, approver, tty = compose(options, stdin_answers)
     try:
         status = anyio.run(_exec, settings, env, request, view, approver, backend="asyncio")
@@ -246,7 +248,13 @@ async def _exec(
             try:
                 prompts = await anyio.to_thread.run_sync(app.prompts)
                 ended = await run_exec(
-                    app.sessions, prompts, request, view, approver, lambda: exit_now(exit_status.CANCELLED)
+                    app.sessions,
+                    prompts,
+                    request,
+                    view,
+                    approver,
+                    lambda: exit_now(exit_status.CANCELLED),
+                    choose=app.config.choose,
                 )
                 status = exit_status.exit_status(ended.stop_reason)
             except Term2Error as exc:  # the folder, the session or its turn was refused: nothing ran

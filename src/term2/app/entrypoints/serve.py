@@ -112,7 +112,14 @@ class _Startup:
                     turns = await self._turns(connection, version, client)
             return turns
 
-        return SessionMethods(self._app.sessions, version, get_turns, on_session=self._preload)
+        return SessionMethods(
+            self._app.sessions,
+            version,
+            get_turns,
+            on_session=self._preload,
+            config=self._app.config,
+            notify=connection.notify,
+        )
 
     async def _turns(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> Turns:
         self._turns_wanted.set()

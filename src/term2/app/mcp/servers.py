@@ -61,6 +61,12 @@ class _Link:
         self.hung_up: str | None = None  # the connection ended by itself: why
 
 
+def _state(link: _Link) -> str:
+    if link.connection is not None:
+        return f"connected, {len(link.tools)} tools"
+    return "unavailable (see the notice and term2's log)" if link.settled.is_set() else "starting"
+
+
 class SessionServers:
     """The servers one session was opened with."""
 
@@ -105,6 +111,10 @@ class SessionServers:
         with anyio.move_on_after(self._limits.startup_timeout + 5.0):
             for link in self._links:
                 await link.settled.wait()
+
+    def states(self) -> tuple[tuple[str, str], ...]:
+        """Each server's name and state as its supervisor last saw it, for `/status` (ADR 0043)."""
+        return tuple((link.spec.name, _state(link)) for link in self._links)
 
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of every connected server, in the client's server order, named for the model."""

@@ -1,0 +1,171 @@
+"""A session's configuration options, as an editor's pickers show them: the model and its effort (ADR 0043).
+
+Protocol-neutral: the ACP adapter maps these selects onto `configOptions`. The
+model select offers what this user can call now: every model the
+configuration names, plus a short curated list for each provider whose key is
+present (environment or config), grouped by provider with the current model
+first, each named the way `--model` takes it. The effort select lists what the
+current model accepts and is absent for a model that takes none.
+
+A choice is checked before anything changes: a model that cannot be resolved
+is refused with the resolver's reason and the session stays as it was. An
+accepted one is saved with the session, so `load` and `resume` find it in this
+process or another, and applies from the session's next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from term2.app.config import Settings
+from term2.app.session_models import SessionModels
+from term2.app.sessions import SessionRegistry
+from term2.app.wires import NATIVE
+from term2.domain.errors import InvalidInput, NotFound
+from term2.domain.model_choice import ModelChoice, model_name, model_provider
+from term2.domain.session import Session
+from term2.ports.session_store import SessionStore
+
+MODEL = "model"
+EFFORT = "thought_level"
+NO_EFFORT = "default"  # the effort value that sends none: the model's own default
+
+# A few current models per provider, offered when the provider's key is present (ADR 0043).
+CURATED: Mapping[str, tuple[str, ...]] = {
+    "openai": ("openai/gpt-5", "openai/gpt-5-mini", "openai/gpt-4.1"),
+    "anthropic": ("anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-1", "anthropic/claude-haiku-4-5"),
+    "gemini": ("gemini/gemini-2.5-pro", "gemini/gemini-2.5-flash"),
+    "deepseek": ("deepseek/deepseek-chat", "deepseek/deepseek-reasoner"),
+    "mistral": ("mistral/mistral-large-latest", "mistral/codestral-latest"),
+    "xai": ("xai/grok-4",),
+    "groq": ("groq/llama-3.3-70b-versatile",),
+}
+KEY_ENV: Mapping[str, tuple[str, ...]] = {
+    **{provider: endpoint.key_env for provider, endpoint in NATIVE.items()},
+    "gemini": ("GEMINI_API_KEY",),
+}
+EFFORT_NAMES: Mapping[str, str] = {
+    NO_EFFORT: "Model default",
+    "minimal": "Minimal",
+    "low": "Low",
+    "medium": "Medium",
+    "high": "High",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    value: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceGroup:
+    group: str
+    name: str
+    choices: tuple[Choice, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """One picker: its id, label, category, the current value and what may be chosen (grouped or flat)."""
+
+    config_id: str
+    name: str
+    category: str
+    current: str
+    description: str
+    groups: tuple[ChoiceGroup, ...] = ()
+    choices: tuple[Choice, ...] = ()
+
+
+def keyed_providers(settings: Settings, env: Mapping[str, str]) -> frozenset[str]:
+    """Providers whose key is present: in their usual variable, or the one config.toml names."""
+    keyed = {p for p, names in KEY_ENV.items() if any(env.get(n) for n in names)}
+    keyed |= {p for p, c in settings.providers.items() if c.api_key_env and env.get(c.api_key_env)}
+    return frozenset(keyed)
+
+
+def offered_models(settings: Settings, env: Mapping[str, str], current: str | None) -> tuple[ChoiceGroup, ...]:
+    """The model select's groups: by provider, the current model's group and the current model first."""
+    named = [m for m in (settings.model, *settings.models, *settings.model_options) if m]
+    keyed = keyed_providers(settings, env)
+    curated = [m for provider, models in CURATED.items() if provider in keyed for m in models]
+    ordered = list(dict.fromkeys([*([current] if current else []), *named, *curated]))
+    by_provider: dict[str, list[str]] = {}
+    for model in ordered:
+        declared = settings.models.get(model)
+        provider = declared.provider if declared is not None else model_provider(model) or settings.provider or ""
+        by_provider.setdefault(provider, []).append(model)
+    return tuple(
+        ChoiceGroup(provider or "other", provider or "Other", tuple(Choice(m, model_name(m)) for m in models))
+        for provider, models in by_provider.items()
+    )
+
+
+class SessionConfig:
+    """The use case behind the pickers: read a session's selects, change one."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        registry: SessionRegistry,
+        models: SessionModels,
+        settings: Settings,
+        env: Mapping[str, str],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._models = models
+        self._settings = settings
+        self._env = env
+
+    def selects(self, session: Session) -> tuple[Select, ...]:
+        """The session's pickers; none without a model (nothing to pick from or to)."""
+        choice = self._models.choice(session)
+        if choice is None:
+            return ()
+        groups = offered_models(self._settings, self._env, choice.model)
+        model = Select(MODEL, "Model", MODEL, choice.model, "The model this session's next turn runs", groups)
+        efforts = self._models.efforts(choice.model)
+        if not efforts:
+            return (model,)
+        values = (NO_EFFORT, *efforts)
+        effort = Select(
+            EFFORT,
+            "Effort",
+            EFFORT,
+            choice.effort or NO_EFFORT,
+            "How hard the model reasons before it answers",
+            choices=tuple(Choice(v, EFFORT_NAMES.get(v, v)) for v in values),
+        )
+        return (model, effort)
+
+    async def choose(self, session_id: str, config_id: str, value: str) -> tuple[Select, ...]:
+        """Apply one choice and answer the full set; a refused choice leaves the session as it was."""
+        opened = self._registry.get(session_id)
+        if opened is None:
+            raise NotFound(f"unknown or closed session: {session_id}")
+        current = self._models.choice(opened.session)
+        if current is None:
+            raise InvalidInput("no model is configured, so there is nothing to switch from")
+        wanted = self._chosen(current, config_id, value)
+        self._models.resolve(wanted)  # refuses a model that cannot be used, before anything changes
+        if wanted != current or opened.session.model is None:
+            chosen = opened.session.with_model(wanted.model, wanted.effort)
+            await self._store.save(chosen)
+            opened.session = opened.session.with_model(wanted.model, wanted.effort)
+        return self.selects(opened.session)
+
+    def _chosen(self, current: ModelChoice, config_id: str, value: str) -> ModelChoice:
+        if config_id == MODEL:
+            if not value.strip():
+                raise InvalidInput("model must be a model id, as --model takes it")
+            return current.switched_to(value, self._models.efforts(value))
+        if config_id == EFFORT:
+            try:
+                return current.with_effort(None if value == NO_EFFORT else value, self._models.efforts(current.model))
+            except ValueError as exc:
+                raise InvalidInput(str(exc)) from None
+        raise InvalidInput(f"unknown config option {config_id!r} (term2 has {MODEL!r} and {EFFORT!r})")

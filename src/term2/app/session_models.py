@@ -1,0 +1,119 @@
+"""What a session's model choice brings along on each turn: the adapter, budget, prices and tools (ADR 0043).
+
+The launcher's model is served by the root's singletons (the ones start-up
+preloads and tests override); any other model a session switched to gets its
+own adapter, made on first use and kept for the process, so switching back and
+forth costs one adapter per model. Budget, prices and the edit tools follow
+the model of the turn, never the launcher's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from term2.app.config import ConfigError, Settings
+from term2.app.model_resolution import ModelResolutionError
+from term2.domain.context_budget import ContextBudget
+from term2.domain.errors import InvalidInput, ModelNotConfigured
+from term2.domain.model_choice import EFFORT_LEVELS, ModelChoice
+from term2.domain.session import Session
+from term2.domain.usage import Prices
+from term2.ports.llm import LLMProvider, ProviderSettings
+from term2.ports.tools import Toolbox
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSetup:
+    """One turn's model and what depends on it."""
+
+    llm: LLMProvider
+    budget: ContextBudget
+    prices: Prices | None
+    toolbox: Toolbox
+
+
+@dataclass(frozen=True, slots=True)
+class ModelParts:
+    """How the root makes each part; the defaults are the launcher model's singletons."""
+
+    resolve: Callable[[Settings], ProviderSettings]  # raises ConfigError, ModelResolutionError, ModelNotConfigured
+    make_llm: Callable[[ProviderSettings], LLMProvider]
+    make_toolbox: Callable[[str], Toolbox]  # by the model id: the edit tools follow its family
+    budget: Callable[[ProviderSettings], ContextBudget]
+    default_settings: Callable[[], ProviderSettings]
+    default_llm: Callable[[], LLMProvider]
+    default_toolbox: Callable[[], Toolbox]
+
+
+class SessionModels:
+    def __init__(self, settings: Settings, parts: ModelParts) -> None:
+        self._settings = settings
+        self._parts = parts
+        self._resolved: dict[ModelChoice, ProviderSettings] = {}
+        self._llms: dict[ModelChoice, LLMProvider] = {}
+        self._toolboxes: dict[str, Toolbox] = {}
+
+    @property
+    def launcher(self) -> ModelChoice | None:
+        """What a new session starts with: `--model`/`--effort` over the config's defaults."""
+        model = self._settings.model
+        return ModelChoice(model, self._settings.effort) if model else None
+
+    def choice(self, session: Session) -> ModelChoice | None:
+        """The session's choice; a session stored before sessions kept one runs the launcher's."""
+        return ModelChoice(session.model, session.effort) if session.model else self.launcher
+
+    def resolve(self, choice: ModelChoice) -> ProviderSettings:
+        """The model's settings, or InvalidInput saying why it cannot be used (nothing is changed)."""
+        known = self._resolved.get(choice)
+        if known is None:
+            try:
+                if choice == self.launcher:
+                    known = self._parts.default_settings()
+                else:
+                    known = self._parts.resolve(replace(self._settings, model=choice.model, effort=choice.effort))
+            except (ConfigError, ModelResolutionError, ModelNotConfigured) as exc:
+                raise InvalidInput(f"model {choice.model!r} cannot be used: {exc}") from None
+            if choice != self.launcher:  # the launcher's is the root's singleton, which tests may override
+                self._resolved[choice] = known
+        return known
+
+    def efforts(self, model: str) -> tuple[str, ...]:
+        """The effort levels `model` accepts: all of them for a model that reasons, none otherwise."""
+        launcher = self.launcher
+        probe = launcher if launcher is not None and launcher.model == model else ModelChoice(model)
+        try:
+            reasons = self.resolve(probe).supports_reasoning
+        except InvalidInput:
+            return ()
+        return EFFORT_LEVELS if reasons else ()
+
+    def setup(self, session: Session) -> ModelSetup:
+        """The turn's model; raises ModelNotConfigured without one, as the launcher's own path does."""
+        choice = self.choice(session)
+        if choice is None or choice == self.launcher:
+            chosen = self._parts.default_settings()
+            return ModelSetup(
+                self._parts.default_llm(), self._parts.budget(chosen), chosen.prices, self._default_tools()
+            )
+        chosen = self.resolve(choice)
+        llm = self._llms.get(choice)
+        if llm is None:
+            llm = self._llms[choice] = self._parts.make_llm(chosen)
+        toolbox = self._toolboxes.get(choice.model)
+        if toolbox is None:
+            toolbox = self._toolboxes[choice.model] = self._parts.make_toolbox(choice.model)
+        return ModelSetup(llm, self._parts.budget(chosen), chosen.prices, toolbox)
+
+    def _default_tools(self) -> Toolbox:
+        return self._parts.default_toolbox()
+
+    async def aclose(self) -> None:
+        """Close the adapters made for switched-to models (the launcher's is the root's to close)."""
+        made, self._llms = list(self._llms.values()), {}
+        for llm in made:
+            try:
+                await llm.aclose()
+            except Exception:  # a provider that failed to close: nothing to keep
+                continue
