@@ -338,8 +338,7 @@ def test_v2_allow_once_writes_and_the_next_prompt_asks_again(v2: Agent) -> None:
 
 
 def test_v2_allow_edit_file_session_lasts_for_the_session_and_is_cleared_on_close(v2: Agent) -> None:
-    # Writes, not edit_file: edit_file reads the file too, and an edit grant is not a read grant
-    # (test_edit_attacks_e2e.py).
+    # Writes here; edit_file under an edit grant: test_edit_attacks_e2e.py.
     target = outside_file(v2, "a\n")
     sibling = target.parent / "sibling.txt"
     sibling.write_text("s\n")
