@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -636,16 +638,19 @@ async def test_shell_cwd_must_exist_inside_the_root(h: Harness) -> None:
 # --- cancellation ------------------------------------------------------------------------
 
 
-async def _cancel_soon(h: Harness, name: str, **args: object) -> None:
-    with anyio.move_on_after(0.2) as scope:
-        await h.call(name, raw=json.dumps(args))
-    assert scope.cancelled_caught
+async def _cancel_when(h: Harness, ready: Callable[[], bool], name: str, **args: object) -> None:
+    """Call `name` and cancel it once `ready()` holds: where the call is, not how long it took to get there."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(partial(h.call, name, raw=json.dumps(args)))
+        while not ready():
+            await anyio.sleep(0.01)
+        tasks.cancel_scope.cancel()
 
 
 async def test_cancel_mid_command_records_cancelled(h: Harness) -> None:
     h.sandbox.hang = True
     h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)
-    await _cancel_soon(h, "run_shell", command="sleep 100")
+    await _cancel_when(h, lambda: bool(h.sandbox.commands), "run_shell", command="sleep 100")
     assert h.statuses() == [
         ToolStatus.PENDING,
         ToolStatus.IN_PROGRESS,
@@ -680,7 +685,7 @@ async def test_a_cancel_while_a_finished_edit_is_reported_keeps_it_reported_as_d
 
 async def test_cancel_while_approval_pending_runs_nothing(h: Harness) -> None:
     h.approver.hang = True
-    await _cancel_soon(h, "run_shell", command="rm -rf build")
+    await _cancel_when(h, lambda: bool(h.approver.requests), "run_shell", command="rm -rf build")
     assert not h.sandbox.commands
     assert h.statuses() == [ToolStatus.PENDING, ToolStatus.CANCELLED]
     assert h.recorded_statuses() == [ToolStatus.PENDING, ToolStatus.CANCELLED]
