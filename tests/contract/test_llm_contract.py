@@ -515,10 +515,10 @@ async def test_cancelling_the_consumer_closes_the_stream(harness: Harness) -> No
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
-            with anyio.fail_after(10):
+            with anyio.fail_after(GUARD):
                 await got_two.wait()
             tg.cancel_scope.cancel()
-        assert await harness.stream_closed_early(timeout=1.0)
+        assert await harness.stream_closed_early(timeout=GUARD)
     assert not _of(seen, Finished)
 
 
@@ -529,7 +529,7 @@ async def test_closing_the_iterator_closes_the_stream(harness: Harness) -> None:
             async for event in events:
                 if isinstance(event, TextDelta):
                     break
-        assert await harness.stream_closed_early(timeout=1.0)
+        assert await harness.stream_closed_early(timeout=GUARD)
 
 
 async def test_prepare_is_idempotent_and_a_request_during_it_waits_for_it(harness: Harness) -> None:
