@@ -55,7 +55,7 @@ async def running(
     server_end, client_end = MemoryTransport.pair()
     transport = transport_wrapper(server_end) if transport_wrapper else server_end
     connection = JsonRpcConnection(transport, dispatcher)
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(connection.serve)
             client = Client(client_end)
@@ -359,7 +359,7 @@ async def test_peer_disconnect_fails_pending_outgoing_requests() -> None:
         except ConnectionClosed as exc:
             errors.append(exc)
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(connection.serve)
             tg.start_soon(ask)

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -69,6 +68,7 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 CONTEXT_WINDOW = 200_000
+GUARD = 120  # seconds: a guard against a hang only
 TOOLS = (
     ToolSpec(
         "read_file",
@@ -255,6 +255,16 @@ async def collect(harness: Harness, reply: dict[str, Any], **kwargs: Any) -> lis
     harness.push(reply)
     async with opened(harness, **kwargs) as provider:
         return [event async for event in provider.stream(REQUEST)]
+
+
+def _requests(harness: Harness) -> int | None:
+    """How many requests the fake server has had (None for the scripted provider, which has no server)."""
+    return len(harness.server.requests) if isinstance(harness, HTTPHarness) else None
+
+
+def _one_more(harness: Harness, before: int | None) -> bool:
+    """One request since `before`: the adapter did not retry behind the caller's back."""
+    return before is None or _requests(harness) == before + 1
 
 
 def _of(events: list[LLMEvent], kind: type[Any]) -> list[Any]:
@@ -451,24 +461,24 @@ async def test_errors_carry_what_the_retry_policy_reads(
 
 
 async def test_connection_refused_is_unreachable(harness: Harness) -> None:
-    started = time.monotonic()
-    with pytest.raises(ProviderUnreachable) as caught:
+    # No duration asserted (the first stream may pay litellm's import on a busy machine); that the adapters
+    # do not retry by themselves is counted where a server can count: the timeout tests below.
+    with anyio.fail_after(GUARD), pytest.raises(ProviderUnreachable) as caught:
         async with opened(harness, unreachable=True) as provider:
             [e async for e in provider.stream(REQUEST)]
     assert harness.model in str(caught.value)
     assert caught.value.transient and caught.value.status is None
-    assert time.monotonic() - started < 5, "no hidden retries"
 
 
 async def test_stall_mid_stream_times_out(harness: Harness) -> None:
-    harness.push({"text": "one two three", "stall_after": 1, "stall_seconds": 20})
+    harness.push({"text": "one two three", "stall_after": 1, "stall_seconds": 20})  # past it, the stream would end
     seen: list[LLMEvent] = []
-    started = time.monotonic()
+    before = _requests(harness)
     with pytest.raises(ProviderTimeout) as caught:
         async with opened(harness, timeout_s=0.5) as provider:
             async for event in provider.stream(REQUEST):
                 seen.append(event)
-    assert time.monotonic() - started < 5
+    assert _one_more(harness, before), "no hidden retries"
     assert [e.text for e in _of(seen, TextDelta)] == ["one "]
     assert not _of(seen, Finished)
     assert harness.model in str(caught.value)
@@ -505,10 +515,10 @@ async def test_cancelling_the_consumer_closes_the_stream(harness: Harness) -> No
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
-            with anyio.fail_after(10):
+            with anyio.fail_after(GUARD):
                 await got_two.wait()
             tg.cancel_scope.cancel()
-        assert await harness.stream_closed_early(timeout=1.0)
+        assert await harness.stream_closed_early(timeout=GUARD)
     assert not _of(seen, Finished)
 
 
@@ -519,7 +529,7 @@ async def test_closing_the_iterator_closes_the_stream(harness: Harness) -> None:
             async for event in events:
                 if isinstance(event, TextDelta):
                     break
-        assert await harness.stream_closed_early(timeout=1.0)
+        assert await harness.stream_closed_early(timeout=GUARD)
 
 
 async def test_prepare_is_idempotent_and_a_request_during_it_waits_for_it(harness: Harness) -> None:
@@ -618,14 +628,14 @@ async def test_effort_is_sent_only_to_reasoning_models(
 
 async def test_first_byte_timeout(harness: Harness) -> None:
     http_only(harness, "no clock and no wire: it cannot wait for a first byte")
-    harness.push({"text": "late", "delay_first_byte": 8})
+    harness.push({"text": "late", "delay_first_byte": 8})  # the text would come after 8 s: the timeout came first
     seen: list[LLMEvent] = []
-    started = time.monotonic()
+    before = _requests(harness)
     with pytest.raises(ProviderTimeout) as caught:
         async with opened(harness, timeout_s=0.5) as provider:
             async for event in provider.stream(REQUEST):
                 seen.append(event)
-    assert time.monotonic() - started < 5, "no hidden retries"
+    assert _one_more(harness, before), "no hidden retries"
     assert not seen
     assert harness.model in str(caught.value) and caught.value.transient
 

@@ -27,6 +27,9 @@ pytestmark = pytest.mark.anyio
 REPO = str(Path(__file__).resolve().parents[2])
 
 
+GUARD = 120  # seconds: a guard against a hang only; each wait ends on what it waits for
+
+
 @dataclass
 class Adapter:
     client: McpClient
@@ -35,6 +38,7 @@ class Adapter:
     cancelled: Callable[[], bool]  # the server saw a call cancelled
     changed: list[str]
     closed: list[str]
+    started: Callable[[], bool] = lambda: False  # the server has a call of `slow`
 
     def connect(self, server: StdioServer | None = None) -> AbstractAsyncContextManager[McpConnection]:
         return self.client.connect(
@@ -59,11 +63,17 @@ def _sdk(tmp_path: Path) -> Adapter:
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
 
-    def cancelled() -> bool:
+    def noted() -> list[dict[str, object]]:
         lines = record.read_text().splitlines() if record.exists() else []
-        return any(json.loads(line).get("cancelled") for line in lines)
+        return [json.loads(line) for line in lines]
 
-    return Adapter(SdkMcpClient(), server, kill, cancelled, [], [])
+    def cancelled() -> bool:
+        return any(line.get("cancelled") for line in noted())
+
+    def started() -> bool:
+        return any(line.get("tool") == "slow" for line in noted())
+
+    return Adapter(SdkMcpClient(), server, kill, cancelled, [], [], started)
 
 
 def _fake(_: Path) -> Adapter:
@@ -75,6 +85,7 @@ def _fake(_: Path) -> Adapter:
         lambda: bool(server.cancelled),
         [],
         [],
+        lambda: any(name == "slow" for name, _ in server.calls),
     )
 
 
@@ -116,15 +127,20 @@ async def test_a_server_that_cannot_start_raises_start(adapter: Adapter, tmp_pat
 async def test_a_call_past_its_timeout_raises_timeout(adapter: Adapter) -> None:
     async with connected(adapter) as connection:
         with pytest.raises(McpError) as caught:
-            await connection.call_tool("slow", {"seconds": 30}, 0.3)
+            await connection.call_tool("slow", {"seconds": 1e6}, 0.3)  # ends by the timeout only
     assert caught.value.kind == "timeout"
 
 
 async def test_a_cancelled_call_is_cancelled_at_the_server(adapter: Adapter) -> None:
+    # Cancelled once the server has the call, not after a delay a busy machine may spend before it gets there.
     async with connected(adapter) as connection:
-        with anyio.move_on_after(1.0):
-            await connection.call_tool("slow", {"seconds": 30}, 60)
-        with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(connection.call_tool, "slow", {"seconds": 1e6}, 1e6)
+            with anyio.fail_after(GUARD):
+                while not adapter.started():
+                    await anyio.sleep(0.02)
+            tasks.cancel_scope.cancel()
+        with anyio.fail_after(GUARD):
             while not adapter.cancelled():
                 await anyio.sleep(0.05)
 
@@ -132,7 +148,7 @@ async def test_a_cancelled_call_is_cancelled_at_the_server(adapter: Adapter) -> 
 async def test_a_changed_tool_list_is_told(adapter: Adapter) -> None:
     async with connected(adapter) as connection:
         await connection.call_tool("grow", {}, 10)
-        with anyio.fail_after(10):
+        with anyio.fail_after(GUARD):
             while not adapter.changed:
                 await anyio.sleep(0.02)
         assert "extra" in {tool.name for tool in await connection.list_tools()}
@@ -142,7 +158,7 @@ async def test_a_server_that_dies_is_told_and_its_calls_raise_closed(adapter: Ad
     async with connected(adapter) as connection:
         await connection.call_tool("echo", {"text": "alive"}, 10)
         adapter.kill()
-        with anyio.fail_after(10):
+        with anyio.fail_after(GUARD):
             while not adapter.closed:
                 await anyio.sleep(0.02)
         with pytest.raises(McpError) as caught:

@@ -101,7 +101,7 @@ async def peer(request: pytest.FixtureRequest) -> AsyncIterator[Peer]:
 
 async def test_lines_arrive_in_order_then_none_at_eof(peer: Peer) -> None:
     lines = [b'{"id":1}', b"second", b"\xc3\xa9 utf-8 bytes", b"x" * 10_000]
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         await peer.feed(lines)
         await peer.end_input()
         got = [await peer.transport.receive() for _ in lines]
@@ -112,7 +112,7 @@ async def test_lines_arrive_in_order_then_none_at_eof(peer: Peer) -> None:
 
 async def test_receive_waits_for_a_line(peer: Peer) -> None:
     got: list[bytes | None] = []
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
 
             async def reader() -> None:
@@ -127,7 +127,7 @@ async def test_receive_waits_for_a_line(peer: Peer) -> None:
 
 async def test_send_order_is_preserved_and_aclose_flushes(peer: Peer) -> None:
     lines = [f'{{"n":{i}}}'.encode() for i in range(200)]
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         for line in lines:
             await peer.transport.send(line)
         assert await peer.received_after_close() == lines
@@ -138,7 +138,7 @@ async def test_concurrent_senders_never_interleave_a_line(peer: Peer) -> None:
         for i in range(50):
             await peer.transport.send(tag * 100 + str(i).encode())
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             for tag in (b"a", b"b", b"c"):
                 tg.start_soon(sender, tag)
@@ -150,7 +150,7 @@ async def test_concurrent_senders_never_interleave_a_line(peer: Peer) -> None:
 
 
 async def test_send_after_close_is_a_no_op_and_close_is_idempotent(peer: Peer) -> None:
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         await peer.transport.send(b"before")
         got = await peer.received_after_close()
         await peer.transport.send(b"after")
@@ -171,7 +171,7 @@ async def small() -> AsyncIterator[StdioPeer]:
 
 
 async def test_stdio_line_over_the_limit_is_skipped_and_the_next_line_arrives(small: StdioPeer) -> None:
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         await small.feed([b"x" * 16, b"y" * 17, b"z" * 5000, b"ok"])
         await small.end_input()
         assert await small.transport.receive() == b"x" * 16  # exactly at the limit is fine
@@ -184,7 +184,7 @@ async def test_stdio_line_over_the_limit_is_skipped_and_the_next_line_arrives(sm
 
 
 async def test_stdio_oversized_unterminated_last_line(small: StdioPeer) -> None:
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         small.feed_raw(b"w" * 40)
         await small.end_input()
         with pytest.raises(LineTooLong):
@@ -195,7 +195,7 @@ async def test_stdio_oversized_unterminated_last_line(small: StdioPeer) -> None:
 async def test_stdio_crlf_and_unterminated_final_line() -> None:
     peer = StdioPeer()
     try:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             peer.feed_raw(b"dos\r\n\nlast")
             await peer.end_input()
             assert await peer.transport.receive() == b"dos"
@@ -209,7 +209,7 @@ async def test_stdio_crlf_and_unterminated_final_line() -> None:
 async def test_stdio_send_to_a_vanished_reader_does_not_raise() -> None:
     peer = StdioPeer()
     try:
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):
             peer.break_output()
             for _ in range(3):
                 await peer.transport.send(b"into the void")

@@ -385,6 +385,9 @@ async def test_a_caller_stops_a_walk_by_saying_it_has_enough(build: Build) -> No
 
 
 async def test_a_cancelled_walk_ends_early_and_the_adapter_serves_the_next(build: Build) -> None:
+    # Deterministic whatever the timing: the listing (3,000 paths of 41 bytes) is more than one read of rg's
+    # output (64 KiB), and each feed checks for its caller's cancel before the next read, even of output
+    # already buffered (tests/unit/test_search_feed_cancel.py), so the walk ends early however fast rg was.
     many = {f"work/folder-{n:03}/file-with-a-long-name-{m:03}.txt": b"needle\n" for n in range(60) for m in range(50)}
     rig = build({**_repo(), **many})
     found: list[bytes] = []

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.e2e import test_tools_e2e as tools
 
 SECRET = "hunter2-e2e-7c1d"
@@ -45,11 +47,10 @@ def test_an_edit_grant_outside_never_carries_a_secret_to_the_model(agent: tools.
     asked = agent.asked()
     probe = call("edit_file", path=str(creds), old_string="aws_secret_access_key = guess", new_string="x")
     probed = tools.only_call(agent.turn(sid, probe, policy=tools.select("reject")))
-    assert agent.asked() == asked + 1, "edit_file asked to read the file first"
-    assert agent.proc.permission_requests[-1]["params"]["title"] == f"Allow reading {creds} to edit it?"
-    assert probed["status"] == "failed"
+    assert agent.asked() == asked, "the folder's edit grant covers edit_file: no second question (issue 30.10)"
+    assert probed["status"] == "failed" and "did not apply" in tools.text_of(probed)
     written = tools.only_call(agent.turn(sid, call("write_file", path=str(creds), content="gone\n")))
-    assert written["status"] == "completed" and agent.asked() == asked + 1, "the folder's edit grant covers writes"
+    assert written["status"] == "completed" and agent.asked() == asked, "the folder's edit grant covers writes"
     assert creds.read_text() == "gone\n"
     assert not _provider_saw(agent, SECRET)
 
@@ -59,7 +60,7 @@ def test_an_approved_edit_of_env_carries_nothing_of_it_to_the_model(agent: tools
     sid = agent.session()
     near_miss = call("edit_file", path=".env", old_string="API_KEY=guess", new_string="API_KEY=x")
     missed = tools.only_call(agent.turn(sid, near_miss, policy=tools.select("allow-once")))
-    assert missed["status"] == "failed" and "not found" in tools.text_of(missed)
+    assert missed["status"] == "failed" and "did not apply" in tools.text_of(missed)
     done = tools.only_call(
         agent.turn(
             sid,
@@ -121,3 +122,57 @@ def test_a_deep_write_is_refused_and_commands_still_run(agent: tools.Agent) -> N
     assert refused["status"] == "failed" and "the sandbox walks at most 255" in tools.text_of(refused)
     ran = tools.only_call(agent.turn(sid, tools.shell_call("echo still-usable"), policy=tools.select("allow-once")))
     assert ran["status"] == "completed", ran
+
+
+MARKER = "marker-7f3e-not-for-the-model"
+SETTINGS = f"token = {MARKER}\nmode = a\nlevel = 1\n"
+GRANTS = {"file": "allow-edit-file-session", "folder": "allow-edit-folder-session"}
+
+
+def _later_edits(target: str) -> list[dict[str, Any]]:
+    """Two edits of a granted file whose arguments hold no part of MARKER (apply_patch: test_edits_land_e2e.py)."""
+    return [
+        call("edit_file", path=target, old_string="mode = b", new_string="mode = c"),
+        call("multi_edit", path=target, edits=[{"old_string": "mode = c", "new_string": "mode = d"}]),
+    ]
+
+
+@pytest.mark.parametrize("grant", GRANTS)
+def test_an_edit_grant_covers_later_edits_which_say_only_whether_they_applied(agent: tools.Agent, grant: str) -> None:
+    """Issue 30.10: the answer "Allow edits to this file/folder (session)" covers the later edits of that file
+    without a second question, and what they tell the model is applied or not applied: nothing of the file."""
+    target = agent.outside() / "settings.ini"
+    target.write_text(SETTINGS)
+    sid = agent.session()
+    before = agent.asked()
+    first = tools.only_call(
+        agent.turn(
+            sid,
+            call("edit_file", path=str(target), old_string="mode = a", new_string="mode = b"),
+            policy=tools.select(GRANTS[grant]),
+        )
+    )
+    assert first["status"] == "completed" and agent.asked() == before + 1
+    asked = agent.proc.permission_requests[-1]["params"]
+    assert {o["optionId"] for o in asked["options"]} == tools.EDIT_CHOICES, "the first question offers the grants"
+    results = []
+    for later in _later_edits(str(target)):
+        done = tools.only_call(agent.turn(sid, later, policy=tools.select("reject")))
+        assert done["status"] == "completed", tools.text_of(done)
+        results.append(tools.text_of(done))
+    assert agent.asked() == before + 1, "the grant covers the later edits: no second question"
+    assert target.read_text() == SETTINGS.replace("mode = a", "mode = d")
+    missed = tools.only_call(
+        agent.turn(
+            sid,
+            call("edit_file", path=str(target), old_string="token = guess", new_string="x"),
+            policy=tools.select("reject"),
+        )
+    )
+    assert missed["status"] == "failed" and agent.asked() == before + 1
+    said = tools.text_of(missed)
+    assert "did not apply" in said
+    assert not any(word in said for word in ("not found", "closest", "more than once", "times", "token")), said
+    assert target.read_text() == SETTINGS.replace("mode = a", "mode = d")
+    assert all(MARKER not in text for text in results)
+    assert not _provider_saw(agent, MARKER), "the model's provider received nothing of the file's text"

@@ -9,6 +9,7 @@ offered and the tool results the model was sent.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,37 @@ def test_a_patch_with_a_rejected_file_writes_nothing(gpt: Agent) -> None:
     assert only_call(messages)["status"] == "completed"
     assert inside.read_text() == "def greet():\n    print('Hello')\n"
     assert outside.read_text() == "new\n" and (gpt.root / "docs" / "new.txt").read_text() == "hello\n"
+
+
+def test_an_edit_grant_covers_later_patches_which_say_only_whether_they_applied(gpt: Agent) -> None:
+    """Issue 30.10 for apply_patch: after "Allow edits to this file (session)" the later patches of that file
+    apply without a second question, and the model learns only whether they applied, nothing of the file."""
+    marker = "marker-c41d-not-for-the-model"
+    target = gpt.outside() / "settings.ini"
+    target.write_text(f"token = {marker}\nmode = a\nlevel = 1\n")
+
+    def patch(old: str, new: str) -> dict[str, Any]:
+        return call(
+            "apply_patch", input=f"*** Begin Patch\n*** Update File: {target}\n@@\n-{old}\n+{new}\n*** End Patch"
+        )
+
+    sid = gpt.session()
+    before = len(gpt.proc.permission_requests)
+    first = gpt.turn(sid, patch("mode = a", "mode = b"), policy=select("allow-edit-file-session"))
+    assert only_call(first)["status"] == "completed" and len(gpt.proc.permission_requests) == before + 1
+    options = {o["optionId"] for o in gpt.proc.permission_requests[-1]["params"]["options"]}
+    assert options == {"allow-once", "allow-edit-file-session", "allow-edit-folder-session", "reject"}
+    told_back = []
+    for old, new in (("mode = b", "mode = c"), ("level = 1", "level = 2")):
+        done = only_call(gpt.turn(sid, patch(old, new), policy=select("reject")))
+        assert done["status"] == "completed", told(gpt)
+        told_back.append(told(gpt))
+    assert len(gpt.proc.permission_requests) == before + 1, "the grant covers the later patches"
+    assert target.read_text() == f"token = {marker}\nmode = c\nlevel = 2\n"
+    missed = only_call(gpt.turn(sid, patch("token = guess", "x"), policy=select("reject")))
+    assert missed["status"] == "failed" and len(gpt.proc.permission_requests) == before + 1
+    said = told(gpt)
+    assert "did not apply" in said and not any(w in said for w in ("nowhere", "closest", "more than once", "hunk 1"))
+    assert target.read_text() == f"token = {marker}\nmode = c\nlevel = 2\n"
+    assert not any(marker in json.dumps(r.body) for r in gpt.llm.requests), "nothing of the file reached the model"
+    assert all(marker not in text for text in told_back)

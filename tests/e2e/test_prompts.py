@@ -31,6 +31,7 @@ Predicate = Callable[[Message], bool]
 
 # The first turn of a process waits for litellm's import (seconds; much more on a busy box).
 FIRST_TURN_TIMEOUT = 120.0
+GUARD = 60.0  # seconds: a guard against a hang only; what it guards lasts longer
 CONTEXT_WINDOW = 200_000  # a real window: these tests are not about compaction (test_context_e2e is)
 CONFIG = f"""
 [models."openai/fake-model"]
@@ -212,12 +213,13 @@ def idle_update(messages: list[Message]) -> Message:
 
 def assert_disconnected(llm: FakeLLMServer, index: int = 0) -> None:
     """The fake provider saw term2 hang up on the stream (no more generation, no more billing)."""
-    request = llm.wait_until_closed(index, timeout=10)
+    request = llm.wait_until_closed(index, timeout=GUARD)
     assert request is not None, "the model request was never closed"
     assert request.status == "disconnected", request.status
 
 
-def slow_stream(words: int = 40, delay: float = 0.25) -> Message:
+def slow_stream(words: int = 400, delay: float = 0.25) -> Message:
+    """100 s by default: longer than any guard, so a cancel that did not work cannot pass for one that did."""
     return {"text": " ".join(f"w{i}" for i in range(words)), "chunk_delay": delay}
 
 
@@ -360,7 +362,7 @@ def test_v2_cancel_during_streaming_then_prompt_again_and_replay(v2: Rig) -> Non
     request_id = client.request("session/prompt", prompt_params(sid, "stream slowly"))
     early = client.collect_until(is_update(sid, "agent_message_chunk"))
     client.notify("session/cancel", {"sessionId": sid})
-    tail = client.collect_until(is_idle(sid), timeout=10)
+    tail = client.collect_until(is_idle(sid), timeout=GUARD)
     assert bare(idle_update(tail)) == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
     assert_disconnected(v2.llm, 0)
     turn = of_session(early + tail, sid, request_id)
@@ -397,13 +399,11 @@ def test_v2_cancel_during_streaming_then_prompt_again_and_replay(v2: Rig) -> Non
 def test_v2_cancel_while_the_model_is_slow_to_answer(v2: Rig) -> None:
     client = v2.client
     sid = client.new_session(v2.workspace)
-    v2.llm.push({"text": "too late", "delay_first_byte": 30})
+    v2.llm.push({"text": "too late", "delay_first_byte": 1000})  # a cancel that waited for it would not end
     request_id = client.request("session/prompt", prompt_params(sid, "are you there?"))
     assert v2.llm.wait_for_request(1, timeout=30)
-    started = time.monotonic()
     client.notify("session/cancel", {"sessionId": sid})
-    messages = of_session(client.collect_until(is_idle(sid), timeout=10), sid, request_id)
-    assert time.monotonic() - started < 5
+    messages = of_session(client.collect_until(is_idle(sid), timeout=GUARD), sid, request_id)
     assert flow(messages) == ["running", "ack", "user_message", "idle:cancelled"], kinds(messages)
     assert_disconnected(v2.llm, 0)
 
@@ -422,7 +422,7 @@ def test_v2_cancel_sent_in_the_same_write_as_its_prompt(v2: Rig) -> None:
     cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
     client.transcript += [("client", prompt), ("client", cancel)]
     client.send_raw(json.dumps(prompt).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
-    messages = of_session(client.collect_until(is_idle(sid), timeout=10), sid, "with-cancel")
+    messages = of_session(client.collect_until(is_idle(sid), timeout=GUARD), sid, "with-cancel")
     assert idle_update(messages)["stopReason"] == "cancelled", kinds(messages)
     assert flow(messages)[:2] == ["running", "ack"]
     if v2.llm.requests:  # the cancel may land before or after the model call started
@@ -433,7 +433,7 @@ def test_v2_cancel_sent_in_the_same_write_as_its_prompt(v2: Rig) -> None:
 def test_v2_cancel_denies_a_pending_permission_and_stops_a_running_tool(v2: Rig) -> None:
     client = v2.client
     sid = client.new_session(v2.workspace)
-    shell = {"name": "run_shell", "arguments": {"command": "sleep 30"}, "id": "call_sleep"}
+    shell = {"name": "run_shell", "arguments": {"command": "sleep 1000"}, "id": "call_sleep"}
 
     # Cancel while the permission request is unanswered: the call never runs, the turn is cancelled.
     v2.llm.push({"tool_calls": [shell]})
@@ -441,7 +441,7 @@ def test_v2_cancel_denies_a_pending_permission_and_stops_a_running_tool(v2: Rig)
     asked = client.collect_until(lambda m: m.get("method") == "session/request_permission", timeout=30)
     permission_id = asked[-1]["id"]
     client.notify("session/cancel", {"sessionId": sid})
-    rest = client.collect_until(is_idle(sid), timeout=10)
+    rest = client.collect_until(is_idle(sid), timeout=GUARD)
     turn = of_session(asked + rest, sid, request_id)
     assert idle_update(turn)["stopReason"] == "cancelled"
     assert "requires_action" in flow(turn)
@@ -459,10 +459,8 @@ def test_v2_cancel_denies_a_pending_permission_and_stops_a_running_tool(v2: Rig)
         request_id = client.request("session/prompt", prompt_params(sid, "nap again"))
         running = client.collect_until(is_update(sid, "tool_call_update", status="in_progress"), timeout=30)
         call_id = running[-1]["params"]["update"]["toolCallId"]  # term2's, not the model's "call_sleep_2"
-        started = time.monotonic()
         client.notify("session/cancel", {"sessionId": sid})
-        rest = client.collect_until(is_idle(sid), timeout=15)
-        assert time.monotonic() - started < 10
+        rest = client.collect_until(is_idle(sid), timeout=GUARD)  # the command sleeps 1,000 s: it was stopped
     finally:
         client.permission = None
     turn = of_session(running + rest, sid, request_id)
@@ -562,7 +560,7 @@ def test_v1_cancel_during_streaming_and_slow_model_then_prompt_again_and_load(v1
     busy = client.call("session/prompt", prompt_params(sid, "me too"))
     assert busy["error"]["code"] == -32000
     client.notify("session/cancel", {"sessionId": sid})
-    rest = client.collect_until(is_response(request_id), timeout=10)
+    rest = client.collect_until(is_response(request_id), timeout=GUARD)
     assert {**rest[-1], "result": bare(rest[-1]["result"])} == {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -572,11 +570,11 @@ def test_v1_cancel_during_streaming_and_slow_model_then_prompt_again_and_load(v1
     partial = text_of(updates(of_session(early + client.log + rest, sid), "agent_message_chunk"))
     assert partial and slow_stream()["text"].startswith(partial)
 
-    v1.llm.push({"text": "never sent", "delay_first_byte": 30})
+    v1.llm.push({"text": "never sent", "delay_first_byte": 1000})
     request_id = client.request("session/prompt", prompt_params(sid, "are you there?"))
     assert v1.llm.wait_for_request(2, timeout=30)
     client.notify("session/cancel", {"sessionId": sid})
-    rest = client.collect_until(is_response(request_id), timeout=10)
+    rest = client.collect_until(is_response(request_id), timeout=GUARD)
     [answer] = of_session(rest, sid, request_id)
     assert {**answer, "result": bare(answer["result"])} == {
         "jsonrpc": "2.0",
@@ -616,7 +614,7 @@ def test_v1_cancel_request_on_a_prompt_in_flight(v1: Rig) -> None:
     request_id = client.request("session/prompt", prompt_params(sid, "stream slowly"))
     client.collect_until(is_update(sid, "agent_message_chunk"))
     client.notify("$/cancel_request", {"requestId": request_id})
-    answer = client.collect_until(is_response(request_id), timeout=10)[-1]
+    answer = client.collect_until(is_response(request_id), timeout=GUARD)[-1]
     assert answer["error"]["code"] == -32800, answer
     assert_disconnected(v1.llm, 0)
 
@@ -686,12 +684,11 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
             request_id = client.request("session/prompt", prompt_params(sid, "hi"))
             if version == 2:
                 client.collect_until(is_update(sid, "user_message"))
-            else:
-                time.sleep(0.5)  # v1 says nothing until the model answers; let the turn start
-            started = time.monotonic()
+            else:  # v1 says nothing until the model answers: a request read after the prompt orders the cancel
+                # after it (term2 reads in order and has registered the prompt before the next line's answer)
+                assert "result" in client.call("session/list", {}, timeout=GUARD)
             client.notify("session/cancel", {"sessionId": sid})
-            ended = client.collect_until(is_idle(sid) if version == 2 else is_response(request_id), timeout=30)
-            assert time.monotonic() - started < 10
+            ended = client.collect_until(is_idle(sid) if version == 2 else is_response(request_id), timeout=GUARD)
             if version == 2:
                 assert idle_update(ended)["stopReason"] == "cancelled"
             else:
@@ -704,10 +701,9 @@ def test_provider_failures_are_reported_and_the_session_stays_usable(tmp_path: P
         for reply, needles in FAILURES:
             server.state.reset()
             server.push(reply)
-            elapsed = fails(needles)
-            assert elapsed < 10, f"{reply} took {elapsed:.1f} s"  # no retry, no 120 s default timeout
+            fails(needles)  # "timed out" for the 20 s delays: the 1 s request timeout, not the 120 s default
             assert len(server.requests) == 1, "term2 retried although retries are off"
-            assert server.wait_until_closed(0, timeout=5) is not None
+            assert server.wait_until_closed(0, timeout=GUARD) is not None
 
         server.push({"text": "recovered"})
         if version == 2:

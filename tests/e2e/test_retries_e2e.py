@@ -10,7 +10,6 @@ or as bounds far below the wait asked for (the cancel), never as exact times.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -111,10 +110,9 @@ def test_a_cancel_during_a_long_backoff_settles_the_turn_at_once(v2: Rig) -> Non
     sid = v2.client.new_session(v2.workspace)
     request_id = v2.client.request("session/prompt", prompt_params(sid, "hi"))
     v2.client.collect_until(is_update(sid, "agent_thought_chunk"), timeout=30)
-    started = time.monotonic()
     v2.client.notify("session/cancel", {"sessionId": sid})
+    # The provider asked for 60 s: settling within this 30 s guard shows the backoff did not hold the cancel.
     tail = of_session(v2.client.collect_until(is_idle(sid), timeout=30), sid, request_id)
-    assert time.monotonic() - started < 10  # the provider asked for 60 s
     assert idle_update(tail)["stopReason"] == "cancelled"
     assert len(v2.llm.requests) == 1
 

@@ -353,14 +353,14 @@ def test_v2_cancel_while_the_program_runs_kills_it(v2: Agent) -> None:
     code = (
         "import subprocess, sys, time\n"
         'tools.read_file(path="README.md")\n'
-        f'child = [sys.executable, "-c", "import time; time.sleep(60)", "{marker}"]\n'
+        f'child = [sys.executable, "-c", "import time; time.sleep(1000)", "{marker}"]\n'
         f'subprocess.Popen(child, env={{"MARK": "{marker}"}})\n'
-        "time.sleep(60)\n"
+        "time.sleep(1000)\n"
     )
     call_id = f"rc{uuid.uuid4().hex[:10]}"
     v2.push_program(code, call_id)
     v2.start(sid)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not processes_with(marker, environ=True):
         assert time.monotonic() < deadline, "the program never started its child"
         time.sleep(0.05)
@@ -368,13 +368,12 @@ def test_v2_cancel_while_the_program_runs_kills_it(v2: Agent) -> None:
     program_pid = _parent_pid(child)
     assert program_pid is not None
 
-    cancelled_at = time.monotonic()
     v2.proc.notify("session/cancel", {"sessionId": sid})
-    messages = v2.proc.collect_until(lambda m: _is_idle(m, sid), 15)
+    # The program and its child sleep 1,000 s: settling within the guard shows the cancel did not wait for them.
+    messages = v2.proc.collect_until(lambda m: _is_idle(m, sid), 60)
 
-    assert time.monotonic() - cancelled_at < 5
     assert idle_of(messages)["stopReason"] == "cancelled"
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 60  # a guard: killed processes leave the table when the kernel gets to them
     while (processes_with(marker, environ=True) or _alive(program_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker, environ=True) == []

@@ -338,8 +338,7 @@ def test_v2_allow_once_writes_and_the_next_prompt_asks_again(v2: Agent) -> None:
 
 
 def test_v2_allow_edit_file_session_lasts_for_the_session_and_is_cleared_on_close(v2: Agent) -> None:
-    # Writes, not edit_file: edit_file reads the file too, and an edit grant is not a read grant
-    # (test_edit_attacks_e2e.py).
+    # Writes here; edit_file under an edit grant: test_edit_attacks_e2e.py.
     target = outside_file(v2, "a\n")
     sibling = target.parent / "sibling.txt"
     sibling.write_text("s\n")
@@ -667,22 +666,20 @@ def test_v2_unsandboxed_request_still_runs_in_the_sandbox(v2: Agent) -> None:
 def test_v2_cancel_while_a_command_runs_kills_it(v2: Agent) -> None:
     marker = f"term2-e2e-{uuid.uuid4().hex}"
     sid = v2.session()
-    command = f"(exec -a {marker}-child sleep 30) & exec -a {marker} sleep 30"
+    command = f"(exec -a {marker}-child sleep 1000) & exec -a {marker} sleep 1000"
     v2.start_prompt(sid, shell_call(command), policy=select("allow-once"))
-    v2.proc.collect_until(lambda m: m.get("params", {}).get("update", {}).get("status") == "in_progress", 30)
-    deadline = time.monotonic() + 10
+    v2.proc.collect_until(lambda m: m.get("params", {}).get("update", {}).get("status") == "in_progress", 60)
+    deadline = time.monotonic() + 60  # a guard: waits until both have started
     while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker), "the command never started"
 
-    cancelled_at = time.monotonic()
     v2.proc.notify("session/cancel", {"sessionId": sid})
-    messages = until_idle(v2)
+    messages = until_idle(v2, timeout=60)  # the sleeps last 1,000 s: settling shows the cancel did not wait
 
-    assert time.monotonic() - cancelled_at < 5
     assert idle(messages)["stopReason"] == "cancelled"
     assert only_call(messages)["status"] == "cancelled"
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 60  # a guard: killed processes leave the table when the kernel gets to them
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(marker) == []

@@ -36,6 +36,8 @@ A reply (every key optional):
    "error_after": N,                        # send N content deltas, then an in-stream error
    "delay_first_byte": 0.0, "chunk_delay": 0.0,
    "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
+   "gather": {"name": "g", "count": N},     # after the first content delta, hold until N streams of that
+                                            # name have sent theirs (a barrier: streams open together)
    "max_prompt_chars": N,                   # this reply is only given to a prompt of <= N chars:
                                             # a longer one is rejected as too long and the reply stays queued
    "usage": {"input_tokens": 12, "output_tokens": 5}}  # or prompt_tokens/completion_tokens; also
@@ -270,6 +272,7 @@ class FakeLLMState:
     cache: PromptCache = field(default_factory=PromptCache)
     responder: Callable[[RecordedRequest], Reply | None] | None = None
     llama_cpp: LlamaSettings | None = None  # answer the OpenAI routes as llama-cpp-python's server does
+    gathered: dict[str, int] = field(default_factory=dict)  # first deltas sent, per "gather" name
 
     def push(self, *replies: Reply) -> None:
         with self.lock:
@@ -598,8 +601,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(frame)
             if is_content:
                 sent += 1
+                if sent == 1 and reply.get("gather"):
+                    self._gather(reply["gather"])
                 if stall_after is not None and sent == int(stall_after):
                     self._pause(float(reply.get("stall_seconds", 30.0)))
+
+    def _gather(self, gather: dict[str, Any]) -> None:
+        """Count this stream's first delta under the name, then hold until `count` streams have sent theirs."""
+        name, count = str(gather["name"]), int(gather["count"])
+        with self.state.lock:
+            self.state.gathered[name] = self.state.gathered.get(name, 0) + 1
+        while True:
+            with self.state.lock:
+                if self.state.gathered[name] >= count:
+                    return
+            self._pause(0.02)  # notices a client that hangs up, and the server stopping
 
     def _send_error_reply(self, protocol: str, reply: Reply) -> None:
         status = int(reply["status"])

@@ -42,7 +42,7 @@ from tests.support.procs import processes_with
 
 WARM_UP_TIMEOUT = 240.0  # the first turn imports litellm; several processes do so at once
 TURN_TIMEOUT = 60.0
-EXIT_BOUND_S = 5.0
+GUARD = 60.0  # seconds: a guard against a hang only; what term2 could wait for on its way out lasts longer
 RIG_ORDER = ("kill", "vanish", "permission", "shell", "shared")  # "shared" ends with the SIGTERM test
 
 
@@ -96,7 +96,7 @@ class Client(AcpProcess):
             return
         self._inbox.put(message)
 
-    def vanish(self, timeout: float = 15.0) -> tuple[int, float]:
+    def vanish(self, timeout: float = GUARD) -> tuple[int, float]:
         """Close stdin and stdout at once; return (exit code, seconds until the process was gone)."""
         self._stop_reading.set()
         self._reader.join(5)
@@ -282,7 +282,7 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
-def still_alive(snapshot: dict[int, str], within: float = 3.0) -> list[int]:
+def still_alive(snapshot: dict[int, str], within: float = GUARD) -> list[int]:
     deadline = time.monotonic() + within
     while True:
         alive = [pid for pid, start in snapshot.items() if _start_time(pid) == start]
@@ -368,16 +368,15 @@ def test_sigkill_mid_turn_keeps_everything_finished_before_it(rigs: RigPool) -> 
 def test_client_vanishing_mid_turn_ends_the_process_and_the_stream(rigs: RigPool) -> None:
     rig = rigs.get("vanish")
     sid = rig.session()
-    rig.llm.push({"text": slow_text(200), "chunk_delay": 0.1})
+    rig.llm.push({"text": slow_text(2000), "chunk_delay": 0.1})  # 200 s: past the guard, were it waited for
     rig.client.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]})
     rig.client.collect_until(is_update(sid, "agent_message_chunk"), TURN_TIMEOUT)
     rig.client.collect_until(is_update(sid, "agent_message_chunk"), TURN_TIMEOUT)  # really streaming
 
     rc, elapsed = rig.client.vanish()
     print(f"\nexited {elapsed:.2f} s after the client vanished")
-    assert rc == 0, rig.client.stderr()[-3000:]
-    assert elapsed < EXIT_BOUND_S, f"term2 took {elapsed:.2f} s to exit"
-    ended = rig.llm.wait_until_closed(-1, timeout=5)
+    assert rc == 0, rig.client.stderr()[-3000:]  # within the guard: it did not wait for the stream's end
+    ended = rig.llm.wait_until_closed(-1, timeout=GUARD)
     assert ended is not None and ended.status == "disconnected", ended
     rig.client.validate_schemas()
 
@@ -397,8 +396,7 @@ def test_client_vanishing_at_a_pending_permission_writes_nothing(rigs: RigPool) 
 
     rc, elapsed = rig.client.vanish()
     print(f"\nexited {elapsed:.2f} s after the client vanished")
-    assert rc == 0, rig.client.stderr()[-3000:]
-    assert elapsed < EXIT_BOUND_S, f"term2 took {elapsed:.2f} s to exit"
+    assert rc == 0, rig.client.stderr()[-3000:]  # within the guard: it did not wait for an answer
     assert not target.exists() and list(outside.iterdir()) == []
     assert still_alive(children) == [], f"left behind: {children}"
     assert processes_with(str(rig.workspace)) == []
@@ -411,23 +409,22 @@ def test_client_vanishing_while_an_approved_shell_runs_leaves_no_process(rigs: R
     marker = f"term2-fault-{uuid.uuid4().hex}"
     sid = rig.session()
     rig.answers.policy = allow_kind("allow_once")
-    rig.llm.push({"tool_calls": [{"name": "run_shell", "arguments": {"command": f"sleep 60 # {marker}"}}]})
+    rig.llm.push({"tool_calls": [{"name": "run_shell", "arguments": {"command": f"sleep 100000 # {marker}"}}]})
     rig.client.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "sleep"}]})
     rig.client.collect_until(is_update(sid, "tool_call_update", status="in_progress"), TURN_TIMEOUT)
     assert len(rig.client.permission_requests) == 1
 
-    def sleeping() -> bool:  # the marker is on bwrap's command line; the shell may exec `sleep 60` itself
+    def sleeping() -> bool:  # the marker is on bwrap's command line; the shell may exec `sleep` itself
         return bool(processes_with(marker)) and any(
-            _cmdline(pid).startswith(b"sleep\x0060") for pid in descendants(rig.client.proc.pid)
+            _cmdline(pid).startswith(b"sleep\x00100000") for pid in descendants(rig.client.proc.pid)
         )
 
-    wait_for(sleeping, 15, "the sandboxed command")
+    wait_for(sleeping, GUARD, "the sandboxed command")
     children = descendants(rig.client.proc.pid)
 
     rc, elapsed = rig.client.vanish()
     print(f"\nexited {elapsed:.2f} s after the client vanished")
-    assert rc == 0, rig.client.stderr()[-3000:]
-    assert elapsed < EXIT_BOUND_S, f"term2 took {elapsed:.2f} s to exit"
+    assert rc == 0, rig.client.stderr()[-3000:]  # within the guard: it did not wait for the command
     assert still_alive(children) == [], f"left behind: {children}"
     assert processes_with(marker) == []
     rig.client.validate_schemas()
@@ -530,7 +527,7 @@ def test_sigterm_with_three_active_turns_exits_cleanly_and_promptly(rigs: RigPoo
     client = rig.client
     sids = [rig.session() for _ in range(3)]
     first_request = len(rig.llm.requests)
-    rig.llm.push(*({"text": slow_text(300), "chunk_delay": 0.1} for _ in sids))
+    rig.llm.push(*({"text": slow_text(3000), "chunk_delay": 0.1} for _ in sids))  # 300 s each: past the guard
     for sid in sids:
         client.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "slowly"}]})
     pending = set(sids)
@@ -544,15 +541,14 @@ def test_sigterm_with_three_active_turns_exits_cleanly_and_promptly(rigs: RigPoo
 
     signalled_at = time.monotonic()
     client.proc.send_signal(signal.SIGTERM)
-    rc = client.proc.wait(15)
+    rc = client.proc.wait(GUARD)
     elapsed = time.monotonic() - signalled_at
     print(f"\nexited {elapsed:.2f} s after SIGTERM")
     client._reader.join(5)
     client.kill()
-    assert rc == 0, client.stderr()[-3000:]
-    assert elapsed < EXIT_BOUND_S, f"term2 took {elapsed:.2f} s to exit"
+    assert rc == 0, client.stderr()[-3000:]  # within the guard: it did not wait for the streams' ends
     client.assert_stdout_is_protocol()
     client.validate_schemas()
     for index in range(first_request, first_request + len(sids)):
-        ended = rig.llm.wait_until_closed(index, timeout=5)
+        ended = rig.llm.wait_until_closed(index, timeout=GUARD)
         assert ended is not None and ended.status == "disconnected", ended

@@ -48,14 +48,18 @@ RSS_BOUND_MB = 400
 # --------------------------------------------------------------------------- helpers
 
 
-def paced_echo(server: FakeLLMServer, chunk_delay: float) -> None:
+def paced_echo(server: FakeLLMServer, chunk_delay: float, gather: int | None = None) -> None:
     """Make the fake's default reply ("echo: <last user text>", one chunk per word) stream slowly.
 
     The reply is chosen from the request's own body, so each session's text is
     deterministic no matter in which order the 50 requests reach the server
     (a pushed queue would hand replies out in arrival order instead).
+    With `gather`, every stream holds after its first chunk until `gather` streams have sent theirs.
     """
-    server.responder = lambda request: {**default_reply(request.body), "chunk_delay": chunk_delay}
+    extra: dict[str, Any] = {"chunk_delay": chunk_delay}
+    if gather is not None:
+        extra["gather"] = {"name": f"gather-{id(server)}-{gather}", "count": gather}
+    server.responder = lambda request: {**default_reply(request.body), **extra}
 
 
 def make_workspace(base: Path) -> Path:
@@ -178,7 +182,7 @@ class TurnTracker:
 
 SESSIONS = 50
 WORDS = 30
-CHUNK_DELAY = 0.15  # a stream lasts about 5 s, far longer than starting all 50 takes
+CHUNK_DELAY = 0.15  # a stream lasts about 5 s after the 50 streams' first chunks (a barrier, paced_echo)
 
 
 def test_fifty_sessions_stream_at_once_without_cross_talk(tmp_path: Path) -> None:
@@ -188,6 +192,10 @@ def test_fifty_sessions_stream_at_once_without_cross_talk(tmp_path: Path) -> Non
         client = AcpProcess(tmp_path, env=llm_env(llm))
         with killing(client):
             warm(client, workspace)
+            # Every stream holds after its first chunk until all 50 have sent theirs: the streams are open
+            # together by construction, and a term2 that served sessions one after another would never
+            # get past the first (the tracker's timeout says so), whatever the machine's speed.
+            paced_echo(llm, CHUNK_DELAY, gather=SESSIONS)
             sids = [client.new_session(workspace) for _ in range(SESSIONS)]
             expected = {
                 sid: f"session {n:02d}: " + " ".join(f"s{n:02d}w{k:02d}" for k in range(WORDS))
@@ -270,10 +278,12 @@ def test_two_processes_on_one_store_keep_both_histories(tmp_path: Path) -> None:
             errors: list[BaseException] = []
 
             spans: dict[str, tuple[float, float]] = {}
+            both = threading.Barrier(2, timeout=300)  # neither drives before the other has begun
 
             def drive(client: AcpProcess, tag: str) -> None:
                 begun = time.monotonic()
                 try:
+                    both.wait()
                     _drive(client, workspace, tag, prompts)
                 except BaseException as exc:  # reported by the main thread
                     errors.append(exc)

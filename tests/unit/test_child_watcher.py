@@ -27,9 +27,12 @@ def _threads_while_a_child_runs(pidfds: bool) -> tuple[int, int, int | None]:
         if pidfds:
             assert use_pidfds()
         before = threading.active_count()
-        async with await anyio.open_process(["sleep", "0.3"], stdin=subprocess.DEVNULL) as process:
-            await anyio.sleep(0.1)
+        # `cat` runs until its stdin closes: counted while it surely runs, however slow the machine.
+        async with await anyio.open_process(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) as process:
+            await anyio.sleep(0)
             during = threading.active_count()
+            assert process.stdin is not None
+            await process.stdin.aclose()
             await process.wait()
         return before, during, process.returncode
 

@@ -152,9 +152,9 @@ async def test_an_edit_where_the_model_may_not_read_shows_nothing_of_the_buffer(
     written = await call(h, files, "write_file", path=str(target), content="gone\n")
     assert written.startswith(f"Wrote {target};") and "buffer-secret" not in written
     assert files.asked("fs/write_text_file") == [str(target)] and target.read_text() == "disk\n"
-    h.approver.answer = ApprovalDecision(Choice.ALLOW_ONCE)  # an edit is a read: asked, allowed once
+    h.approver.answer = ApprovalDecision(Choice.REJECT)  # the folder's edit grant covers it: not asked
     missed = await call(h, files, "edit_file", path=str(target), old_string="token = guess", new_string="x")
-    assert "buffer-secret" not in missed and "not found" in missed
+    assert "buffer-secret" not in missed and "did not apply" in missed
 
 
 async def test_the_size_cap_holds_for_the_buffer(h: Harness) -> None:

@@ -8,6 +8,7 @@ what a restarted process would rebuild.
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -179,7 +180,11 @@ async def test_the_next_request_starts_with_everything_the_last_one_sent(tmp_pat
 
 
 class _SecondCallHangs:
-    """A toolbox whose first call finishes and whose second never does (until cancelled)."""
+    """A toolbox whose first call finishes and whose second never does (until cancelled); `hanging` is set
+    when the second has started, so the test cancels between the tools, not after a delay."""
+
+    def __init__(self) -> None:
+        self.hanging = anyio.Event()
 
     def specs(self) -> tuple[Any, ...]:
         return ()
@@ -190,6 +195,7 @@ class _SecondCallHangs:
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         if call.name == "edit_file":  # the call's id is term2's, not the scripted "c1"
             return "edited a.py"
+        self.hanging.set()
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
@@ -200,8 +206,13 @@ async def test_a_turn_cancelled_between_tools_keeps_the_results_of_those_that_ra
     calls = tool_call_response(("c1", "edit_file", "{}"), ("c2", "run_shell", "{}"))
     rig = Rig(tmp_path, calls)
     transcript = transcript_of(ChatMessage("user", "edit then test"), record=rig._record)
-    with anyio.move_on_after(0.5):
-        await run_loop(transcript, rig.llm, _SecondCallHangs(), rig.ctx, TurnLimits(), compactor=rig.compactor)
+    toolbox = _SecondCallHangs()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(
+            partial(run_loop, transcript, rig.llm, toolbox, rig.ctx, TurnLimits(), compactor=rig.compactor)
+        )
+        await toolbox.hanging.wait()
+        tasks.cancel_scope.cancel()
     kept = [m.message for m in rig.recorded if isinstance(m, ModelMessage)]
     assert [(m.role, m.tool_call_id, m.content) for m in kept[1:]] == [("tool", "c1", "edited a.py")]
     # The next turn shows the model what ran, and that the second call never finished.

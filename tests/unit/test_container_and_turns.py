@@ -120,7 +120,7 @@ async def test_a_provider_failure_ends_with_term2_error_and_tells_the_user(tmp_p
 
 @pytest.mark.anyio
 async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
-    llm = ScriptedProvider([text_response("slow", *["w "] * 100)], delay=0.05)
+    llm = ScriptedProvider([text_response("slow", *["w "] * 2000)], delay=0.05)  # 100 s: ends only by the cancel
     container = container_with(llm)
     opened = await container.sessions().new(str(tmp_path))
     prompts = container.prompts()
@@ -128,7 +128,8 @@ async def test_cancel_settles_the_turn_as_cancelled(tmp_path: Path) -> None:
     sink = RecordingSink()
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: prompts.run(turn, (TextBlock("go"),), sink, FixedApprover(REJECTED)))
-        await anyio.sleep(0.2)
+        while not any(isinstance(e, MessageChunk) for e in sink.events):  # cancelled mid-stream, not after 0.2 s
+            await anyio.sleep(0.01)
         prompts.cancel(opened.session.session_id)
     last = sink.events[-1]
     assert isinstance(last, StateChanged) and (last.state, last.stop_reason) == ("idle", StopReason.CANCELLED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import select
 import subprocess
 import time
 from collections.abc import Iterator
@@ -65,7 +66,7 @@ async def test_questions_are_written_and_answers_read_on_the_same_terminal(pty_p
         tty.file.flush()
         assert b"choose 1-2: " in os.read(master, 1024)
         os.write(master, b"2\n")
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):  # a guard against a hang only
             assert await FdLines(tty.fd).readline() == "2"
     finally:
         tty.close()
@@ -79,10 +80,13 @@ async def test_what_was_typed_before_a_question_is_discarded(pty_pair: tuple[int
     try:
         lines = FdLines(tty.fd)
         os.write(master, b"1\n")  # typed while the turn ran, before anything was asked
-        time.sleep(0.1)  # the pty hands it to the line discipline
+        # The pty hands it to the line discipline in the kernel's own time: wait until the terminal has it.
+        deadline = time.monotonic() + 60
+        while not select.select([tty.fd], [], [], 0.05)[0]:
+            assert time.monotonic() < deadline, "the typed line never reached the terminal"
         lines.discard_typed_ahead()
         os.write(master, b"3\n")
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):  # a guard against a hang only
             assert await lines.readline() == "3"
     finally:
         tty.close()

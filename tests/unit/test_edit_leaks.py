@@ -3,7 +3,7 @@
 A prompt-injected model that may edit somewhere it may not read must learn
 nothing of what the files there hold: not from a missed old_string's closest
 lines, not from a patch's context or removed lines, not from a count of
-matches, not from a guessed string's match (edit_file asks to read first).
+matches, not from which edit missed: an edit there says only whether it applied (ADR 0042).
 The client, the user's own editor, still gets the diff. Each case reads the
 model's text (what its provider would receive) for a planted secret.
 """
@@ -39,14 +39,29 @@ async def _grant_edits_outside(h: Harness) -> None:
     assert len(h.approver.requests) == 1
 
 
-async def test_an_edit_grant_does_not_let_edit_file_probe_a_file_it_may_not_read(h: Harness) -> None:
+async def test_an_edit_grant_covers_edit_file_which_says_only_whether_it_applied(h: Harness) -> None:
     await _grant_edits_outside(h)
-    h.approver.answer = ApprovalDecision(Choice.REJECT)  # the user rejects the read
-    text = await h.call(
-        "edit_file", path=str(h.outside / "credentials"), old_string="aws_access_key_id = AKIA", new_string="x"
-    )
-    assert h.approver.requests[-1].title == f"Allow reading {h.outside / 'credentials'} to edit it?"
-    assert "rejected" in text and SECRET not in text
+    h.approver.answer = ApprovalDecision(Choice.REJECT)  # would reject, were it asked
+    probes = [
+        {"old_string": "aws_access_key_id = AKIA", "new_string": "x"},  # matches once: applies
+        {"old_string": "aws_access_key_id = AKIAhunter3", "new_string": "x"},  # nowhere
+        {"old_string": "=", "new_string": ":"},  # several places
+        {"old_string": "=", "new_string": "=" * 6_000_000, "replace_all": True},  # too large
+    ]
+    texts = [await h.call("edit_file", path=str(h.outside / "credentials"), **probe) for probe in probes]
+    assert len(h.approver.requests) == 1, "the edit grant is the answer: no question to read"
+    assert texts[0].startswith(f"Edited {h.outside / 'credentials'};") and SECRET not in texts[0]
+    assert texts[1] == texts[2] == texts[3], "a miss, an ambiguity and a size refusal say the same"
+    assert "did not apply" in texts[1] and SECRET not in texts[1]
+    assert (h.outside / "credentials").read_text() == CREDENTIALS.replace("aws_access_key_id = AKIA", "x")
+
+
+async def test_a_multi_edit_under_an_edit_grant_says_not_which_edit_missed(h: Harness) -> None:
+    await _grant_edits_outside(h)
+    first = [{"old_string": "region = eu", "new_string": "r"}, {"old_string": "absent", "new_string": "y"}]
+    second = [{"old_string": "absent", "new_string": "y"}, {"old_string": "region = eu", "new_string": "r"}]
+    texts = [await h.call("multi_edit", path=str(h.outside / "credentials"), edits=e) for e in (first, second)]
+    assert texts[0] == texts[1] and "did not apply" in texts[0] and "edit 2" not in texts[0]
     assert (h.outside / "credentials").read_text() == CREDENTIALS
 
 
@@ -74,12 +89,13 @@ async def test_an_approved_edit_of_env_answers_without_its_text(h: Harness) -> N
     assert text.startswith(f"Edited {h.root / '.env'};") and SECRET not in text
     assert (h.root / ".env").read_text() == f"API_KEY={SECRET}\nDEBUG=0\n"
     missed = await h.call("edit_file", path=".env", old_string="API_KEY=hunter3", new_string="x")
-    assert SECRET not in missed and "not found" in missed
+    assert SECRET not in missed and "did not apply" in missed
 
 
 async def test_with_a_read_grant_the_hints_and_patches_come_back(h: Harness) -> None:
     await _grant_edits_outside(h)
     h.approver.answer = ApprovalDecision(Choice.ALLOW_FOLDER_SESSION)  # read the folder, for the session
+    await h.call("read_file", path=str(h.outside / "notes.txt"))
     missed = await h.call(
         "edit_file", path=str(h.outside / "credentials"), old_string="aws_access_key_id = AKIAhunter3", new_string="x"
     )
@@ -115,4 +131,4 @@ async def test_without_a_read_a_size_refusal_tells_no_count(h: Harness) -> None:
     text = await h.call(
         "edit_file", path=str(h.outside / "credentials"), old_string="=", new_string="=" * 4_000_000, replace_all=True
     )
-    assert "larger than that; the limit is 10.0 MiB" in text and "MiB long" not in text
+    assert "did not apply" in text and "MiB long" not in text and "larger" not in text

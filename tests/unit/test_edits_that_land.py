@@ -67,12 +67,12 @@ async def test_an_ambiguous_edit_names_every_place(h: Harness) -> None:
     assert h.last().status is ToolStatus.FAILED and target.read_text() == original
 
 
-async def test_an_ambiguity_in_a_file_it_may_not_read_names_no_lines(h: Harness) -> None:
+async def test_an_ambiguity_in_a_file_it_may_not_read_names_no_lines_nor_count(h: Harness) -> None:
     target = h.outside / "secret.txt"
     original = "token = 1  \nx\ntoken = 1 \nx\n"
     target.write_text(original)
     text = await h.call("edit_file", path=str(target), old_string="token = 1\nx", new_string="token = 2\nx")
-    assert "more than once" in text and "token" not in text.replace("old_string", "")
+    assert "did not apply" in text and "more than once" not in text and "token" not in text.replace("old_string", "")
     assert "line" not in text and target.read_text() == original
 
 
@@ -247,7 +247,7 @@ async def test_a_patch_over_a_file_it_may_not_read_shows_none_of_its_text(h: Har
     assert target.read_text() == "password = hunter2\nuser = you\n"
     assert "hunter2" not in text and "not shown" in text
     missing = await h.call("apply_patch", input=patch(f"*** Update File: {target}", "-nope", "+x"))
-    assert "hunter2" not in missing and "matched nowhere" in missing
+    assert "hunter2" not in missing and "did not apply" in missing and "nowhere" not in missing
 
 
 async def test_a_malformed_patch_is_an_argument_error_the_model_can_fix(h: Harness) -> None:

@@ -55,7 +55,7 @@ async def test_cancel_ends_what_runs_in_the_scope_and_waiters_see_the_settle() -
         await anyio.sleep(0.01)
         assert not await turn.wait_settled(0.01)
         turn.cancel()
-        assert await turn.wait_settled(5)
+        assert await turn.wait_settled(60)  # a guard: the settle follows the cancel at once
     assert reached_end and not turn.busy
 
 

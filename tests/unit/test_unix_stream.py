@@ -114,7 +114,7 @@ async def test_closing_wakes_a_waiting_receive_and_accept(tmp_path: Path) -> Non
         except Exception as exc:
             outcomes.append(type(exc))
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(waits, stream.receive)
             tg.start_soon(waits, listener.accept)

@@ -34,7 +34,10 @@ class Script:
     """What one command "does": chunks written (``chunk_delay_s`` apart), then exit.
 
     ``hang`` keeps it running after the chunks until timeout or cancellation;
-    ``setup_failure`` makes the sandbox itself fail (SandboxFailed) instead.
+    ``setup_failure`` makes the sandbox itself fail (SandboxFailed) instead;
+    ``wait_for`` names a file in the request's cwd that must exist before each
+    chunk after the first (as a shell's ``until [ -e go ]`` loop would), so a
+    test can order the command's output after something it does itself.
     """
 
     chunks: tuple[bytes, ...] = ()
@@ -47,6 +50,7 @@ class Script:
     # Stands in for a run_code program: called in a worker thread with the bridge
     # socket (the request's bridge_fd); what it returns is the command's output.
     program: Callable[[socket.socket], bytes] | None = None
+    wait_for: str | None = None
 
 
 NOT_FOUND = Script(chunks=(b"scripted sandbox: command not found\n",), exit_code=127)
@@ -87,6 +91,8 @@ class ScriptedSandbox:
             for index, chunk in enumerate(script.chunks):
                 if index and script.chunk_delay_s:
                     await anyio.sleep(script.chunk_delay_s)
+                while index and script.wait_for and not os.path.exists(os.path.join(request.cwd, script.wait_for)):
+                    await anyio.sleep(0.01)
                 room = request.output_limit - len(output)
                 if room > 0 and chunk[:room]:
                     output += chunk[:room]

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import Process
 
 from term2.domain.workspace import is_within
@@ -299,15 +300,21 @@ async def run(
 
 
 async def _feed(process: Process, consume: Callable[[bytes], bool]) -> str | None:
+    """Hand rg's output to `consume` chunk by chunk, the caller's cancel first: a read of output already
+    buffered does not yield, so without the check a cancelled caller was fed all of it (view_server._read)."""
     assert process.stdout is not None
     read = 0
-    async for chunk in process.stdout:
+    while True:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            chunk = await process.stdout.receive()
+        except anyio.EndOfStream:
+            return None
         read += len(chunk)
         if not consume(chunk):
             return "enough"
         if read > OUTPUT_LIMIT:
             return f"stopped after {OUTPUT_LIMIT // (1024 * 1024)} MiB of output"
-    return None
 
 
 async def _drain(process: Process, into: bytearray) -> None:

@@ -55,8 +55,6 @@ class Invocation:
     run: Runner
     command: CommandSubject | None = None
     git_plant: str | None = None  # folder this edit would make (or finds) a git directory
-    # The result depends on the target's content (edit_file finds its text there): the call is a read too.
-    reads_target: bool = False
     content_on_start: Callable[[str], tuple[ToolOutput, ...]] = lambda _call_id: ()
     # What the call would change, computed without changing it (blocking: run in a worker thread),
     # shown with the call before the user is asked so the editor can render a review.

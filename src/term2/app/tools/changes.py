@@ -60,6 +60,19 @@ def client_content(path: str, old: str | None, new: str, change: Change | None =
     return TextOutput(too_large_note(name, change or describe_change(name, old, new, max_chars=0)))
 
 
+def not_applied(path: str, what: str, rule: str) -> str:
+    """Why an edit of a file the model may not read failed, in the same words whatever the reason (ADR 0042).
+
+    Missing, ambiguous, too large, not text, absent: each of these would tell the model something of the
+    file, so it learns one bit, that the edit did not apply, and the rule its call must keep.
+    """
+    name = names.shown(path)
+    return (
+        f"{what} did not apply to {name}; nothing was written. term2 says no more, not even why, because reading "
+        f"{name} needs the user's approval (ask for it with read_file). {rule}"
+    )
+
+
 def show_change(path: str, old: str | None, new: str, verb: str, *, old_readable: bool) -> ShownChange:
     """The model's one-line summary (with the patch where it may read the file) and the client's diff."""
     name = names.shown(path)

@@ -25,7 +25,7 @@ from term2.app.tools import names
 from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
-from term2.app.tools.changes import client_content, may_read, show_change
+from term2.app.tools.changes import client_content, may_read, not_applied, show_change
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve_shown
@@ -88,7 +88,6 @@ def _edit_invocation(
     runner: Runner,
     new_text: Callable[[str | None], str],
     *,
-    reads_target: bool,
     reviewed: Reviewed | None = None,
 ) -> Invocation:
     if too_deep(path, root):
@@ -106,7 +105,6 @@ def _edit_invocation(
         run=runner,
         git_plant=git_plant_folder(path, root),
         preview=partial(_preview, path, root, new_text, reviewed),
-        reads_target=reads_target,
     )
 
 
@@ -247,7 +245,6 @@ class WriteFile:
             root,
             partial(self._run, path, root, content),
             partial(styled_like, content=content),
-            reads_target=False,
         )
 
     async def _run(self, path: str, root: str, content: str, ctx: ToolContext, call_id: str) -> Outcome:
@@ -412,7 +409,7 @@ def _edits_invocation(path: str, root: str, edits: tuple[Edit, ...], title: str)
     def change(old: str | None) -> str:  # for the preview, which shows nothing when the edit fails
         return _plan_edits(path, edits, old, old_readable=False).new
 
-    return _edit_invocation(title, path, root, runner, change, reads_target=True, reviewed=reviewed)
+    return _edit_invocation(title, path, root, runner, change, reviewed=reviewed)
 
 
 async def _run_edits(
@@ -436,17 +433,31 @@ def edit_file(
     return _make(path, root, _plan_edits(path, edits, disk_old(path, root), old_readable=old_readable))
 
 
+EDIT_RULE = (
+    f"Each old_string must match exactly one place in the file (or set replace_all), the file must exist as "
+    f"UTF-8 text, and the edited file may be at most {human_size(EDIT_LIMIT)}."
+)
+
+
 def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: bool) -> _Planned:
+    """Work the edits out; where the model may not read the file, a failure of any kind says only that the
+    edits did not apply (not which one, nor why), and a success only that they did (ADR 0042)."""
+    unread = None if old_readable else not_applied(path, "The edit" if len(edits) == 1 else "The edits", EDIT_RULE)
     if isinstance(old, NotText):
-        raise old
+        raise ToolFailed(unread) if unread else old
     if old is None:
-        raise ToolFailed(f"file not found: {names.shown(path)} (use write_file to create it)")
+        raise ToolFailed(unread or f"file not found: {names.shown(path)} (use write_file to create it)")
     result = apply_edits(old, edits, Budget(TOLERANCE_STEPS), EDIT_LIMIT)
     if isinstance(result, Refused):
-        raise ToolFailed(_refusal(path, edits, result, hints=old_readable))
+        raise ToolFailed(unread or _refusal(path, edits, result))
     if not isinstance(result, Applied):
-        grown = f"{human_size(result.size)} long" if old_readable else "larger than that"  # a size tells the count
-        raise ToolFailed(f"the edit would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}")
+        raise ToolFailed(
+            unread
+            or f"the edit would make {names.shown(path)} {human_size(result.size)} long; "
+            f"the limit is {human_size(EDIT_LIMIT)}"
+        )
+    if unread and len(result.text.encode("utf-8")) > EDIT_LIMIT:  # _commit's cap would say the size
+        raise ToolFailed(unread)
     verb = f"Edited ({result.count} replacements)" if result.count > len(edits) and old_readable else "Edited"
     shown = show_change(path, old, result.text, verb, old_readable=old_readable)
     text = shown.text
@@ -468,22 +479,13 @@ def _which(edits: tuple[Edit, ...], index: int) -> str:
     return f"edit {index + 1}: " if len(edits) > 1 else ""
 
 
-def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused, *, hints: bool) -> str:
+def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused) -> str:
+    """Why an edit of a file the model may read failed, with the places or the closest lines to fix it by."""
     which = _which(edits, refused.index)
     tail = "; no edit was applied" if len(edits) > 1 else ""
     why = refused.why
     if isinstance(why, Ambiguous):
-        if not hints:
-            return (
-                f"{which}old_string matches more than once in {names.shown(path)}; include more surrounding context "
-                f"to make it unique, or set replace_all to true{tail}"
-            )
         return which + ambiguity(path, refused.text, why, "old_string") + tail
-    if not hints:
-        return (
-            f"{which}old_string was not found in {names.shown(path)}; term2 shows nothing of its text because reading "
-            f"{names.shown(path)} needs the user's approval (ask for it with read_file){tail}"
-        )
     message = not_found(path, refused.text, edits[refused.index].old)
     if why.why is not None:
         message += f" ({why.why})"

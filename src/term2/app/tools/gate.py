@@ -55,7 +55,7 @@ VERBS = {
 ARGUMENTS_SHOWN = 2000  # characters of an MCP call's arguments in the question; the call's raw input has them all
 
 
-def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
+def approval_title(invocation: Invocation) -> str:
     if invocation.remote is not None:
         return f"Allow the MCP server '{invocation.remote.server}' to run its tool '{invocation.remote.tool}'?"
     if invocation.command is not None and invocation.network is not None:
@@ -63,12 +63,10 @@ def approval_title(invocation: Invocation, asked: Access | None = None) -> str:
         return f"Allow `{command.command}` in {command.cwd} with network access to {invocation.network}?"
     if invocation.command is not None:
         return f"Allow running `{invocation.command.command}` in {invocation.command.cwd}?"
-    if asked is Access.READ and invocation.access is not Access.READ:
-        return f"Allow reading {shown(invocation.target)} to edit it?"
     return f"Allow {VERBS[invocation.access]} {shown(invocation.target)}?"
 
 
-def approval_description(invocation: Invocation, root: str, asked: Access | None = None) -> str:
+def approval_description(invocation: Invocation, root: str) -> str:
     """Why this call needs the user: the first foothold it touches, or the root it leaves.
 
     Paths are judged as they are and named as the tools show names (names.py): the question is JSON for
@@ -82,13 +80,6 @@ def approval_description(invocation: Invocation, root: str, asked: Access | None
         return (
             f"The model asks to call '{remote.tool}' on the MCP server '{remote.server}', which your editor "
             f"configured; it runs outside term2's sandbox with your rights. Arguments: {arguments}"
-        )
-    if asked is Access.READ and invocation.access is not Access.READ:
-        outside = not is_within(target, root)
-        why = f"it is outside the workspace root {root_name}" if outside else "it may hold secrets (.env)"
-        return (
-            f"The edit must read {name} to find the text it replaces, and what it finds reaches the model; "
-            f"reading {name} needs your approval because {why}. Edits alone do not allow reading."
         )
     if invocation.network is not None:
         return (
@@ -132,9 +123,10 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     """The access the user must allow before the call may run, or None: the one question, asked the same way
     everywhere (before asking, before running calls side by side, before preparing a preview of the change).
 
-    An edit that reads its target (edit_file finds old_string in it, and its answer says whether and where)
-    is a read too: where reading needs approval, an edit grant alone does not let it run, or the model could
-    learn a file it may not read one guessed string at a time.
+    An edit is judged as an edit only, even one that reads its target to place its text: an edit grant is the
+    user's answer for every later edit inside it, so asking again to read would ask twice (issue 30.10). What
+    the model may not read stays out of its results instead (changes.py: an edit there answers only whether
+    it applied, ADR 0042).
     """
     if invocation.remote is not None:
         return Access.CALL  # whatever access it claims: an MCP call is always asked (ADR 0023)
@@ -142,8 +134,6 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
         return Access.NETWORK  # asked even in a folder granted for commands; allowed once at most (ADR 0030)
     if workspace.needs_approval(invocation.access, invocation.target, git_plant=invocation.git_plant is not None):
         return invocation.access
-    if invocation.reads_target and workspace.needs_approval(Access.READ, invocation.target):
-        return Access.READ
     return None
 
 
@@ -177,8 +167,8 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
     request = ApprovalRequest(  # asked as text a client parses and a person reads as it is (_asked)
         session_id=ctx.session_id,
         tool_call=replace(pending, title=_asked(pending.title)),
-        title=_asked(approval_title(invocation, asked)),
-        description=_asked(approval_description(invocation, workspace.root, asked) + escaped_note(invocation)),
+        title=_asked(approval_title(invocation)),
+        description=_asked(approval_description(invocation, workspace.root) + escaped_note(invocation)),
         options=options,
         command=None if command is None else CommandSubject(_asked(command.command), _asked(command.cwd)),
     )

@@ -26,7 +26,7 @@ from term2.app.tools import names
 from term2.app.tools.anchored import open_regular, read_upto, remove_whole, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
-from term2.app.tools.changes import client_content, may_read, show_change
+from term2.app.tools.changes import client_content, may_read, not_applied, show_change
 from term2.app.tools.edit import (
     EDIT_LIMIT,
     NotText,
@@ -55,6 +55,11 @@ from term2.ports.tools import ToolContext
 
 MAX_PATCH_FILES = 100  # files one patch may touch
 WHOLE = "nothing was changed (a patch applies whole or not at all)"
+PATCH_RULE = (
+    "A patch applies whole or not at all: every hunk's context and '-' lines must match one place, each "
+    "below the one before it, the file must exist as UTF-8 text, and the patched file may be at most "
+    f"{human_size(EDIT_LIMIT)}."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +169,9 @@ def _checked(path: str, root: str) -> str:
 
 
 def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]:
-    """One judged file per path: an updated file is read to place its hunks, so it is a read too."""
+    """One judged file per path, each as an edit (an edit grant covers placing hunks in it, ADR 0042)."""
 
-    def part(path: str, verb: str, *, reads: bool) -> Invocation:
+    def part(path: str, verb: str) -> Invocation:
         return Invocation(
             title=f"{verb} {names.shown(path)}",
             access=Access.EDIT,
@@ -175,16 +180,15 @@ def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]
             locations=names.located(path),
             run=runner,  # parts are judged, never run
             git_plant=git_plant_folder(path, root),
-            reads_target=reads,
         )
 
     op = target.op
     if isinstance(op, AddFile):
-        return (part(target.path, "Write", reads=False),)
+        return (part(target.path, "Write"),)
     if isinstance(op, DeleteFile):
-        return (part(target.path, "Delete", reads=False),)
-    moved = () if target.dest is None else (part(target.dest, "Write", reads=False),)
-    return (part(target.path, "Edit", reads=True), *moved)
+        return (part(target.path, "Delete"),)
+    moved = () if target.dest is None else (part(target.dest, "Write"),)
+    return (part(target.path, "Edit"), *moved)
 
 
 def _preview(targets: tuple[_Target, ...], root: str, reviewed: Reviewed) -> tuple[ToolOutput, ...]:
@@ -275,8 +279,12 @@ def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
 
 
 def _deleted(path: str, old: Old, readable: bool) -> _Change:
-    if old is None:
-        raise ToolFailed(f"there is no file {names.shown(path)} to delete; {WHOLE}")
+    if old is None:  # whether a file exists is something of what a folder holds
+        raise ToolFailed(
+            f"there is no file {names.shown(path)} to delete; {WHOLE}"
+            if readable
+            else not_applied(path, "The patch", PATCH_RULE)
+        )
     if isinstance(old, NotText):
         text = f"Deleted {names.shown(path)} ({old})\n" if readable else _unshown(path, "Deleted")
         return _Change(path, None, text, TextOutput(text))
@@ -295,24 +303,31 @@ def _updated(
     budget: Budget,
     readable: dict[str, bool],
 ) -> list[_Change]:
+    """One updated (and perhaps moved) file; where the model may not read it, any failure says only that the
+    patch did not apply to it, and a success only that it did (ADR 0042)."""
     path, dest = target.path, target.dest
+    hints = readable[path]
+    unread = None if hints else not_applied(path, "The patch", PATCH_RULE)
     if isinstance(old, NotText):
-        raise ToolFailed(f"{old}; {WHOLE}")
+        raise ToolFailed(unread or f"{old}; {WHOLE}")
     if old is None:
-        raise ToolFailed(f"file not found: {names.shown(path)} (use *** Add File: to create it); {WHOLE}")
+        raise ToolFailed(unread or f"file not found: {names.shown(path)} (use *** Add File: to create it); {WHOLE}")
     if dest is not None and olds[dest] is not None:
         raise ToolFailed(
-            f"*** Move to: {names.shown(dest)} already exists; term2 does not replace a file by moving; {WHOLE}"
+            unread
+            or f"*** Move to: {names.shown(dest)} already exists; term2 does not replace a file by moving; {WHOLE}"
         )
     result = apply_chunks(old, op.chunks, budget, EDIT_LIMIT) if op.chunks else Applied(old, 1, 0, ())
-    hints = readable[path]
     if isinstance(result, Refused):
-        raise ToolFailed(_refusal(path, op, result, hints=hints))
+        raise ToolFailed(unread or _refusal(path, op, result))
     if not isinstance(result, Applied):
-        grown = f"{human_size(result.size)} long" if hints else "larger than that"
+        grown = f"{human_size(result.size)} long"
         raise ToolFailed(
-            f"the patch would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}"
+            unread
+            or f"the patch would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}"
         )
+    if unread and len(result.text.encode("utf-8")) > EDIT_LIMIT:  # encoded() below would say the size
+        raise ToolFailed(unread)
     new = result.text
     encoded(path, new)
     name = names.shown(path)
@@ -334,21 +349,15 @@ def _unshown(path: str, verb: str) -> str:
     return f"{verb} {name}; term2 shows nothing of what it held before: reading {name} needs the user's approval\n"
 
 
-def _refusal(path: str, op: UpdateFile, refused: Refused, *, hints: bool) -> str:
+def _refusal(path: str, op: UpdateFile, refused: Refused) -> str:
+    """Why a hunk of a file the model may read could not be placed, with the places or the closest lines."""
     number = refused.index + 1
-    name = names.shown(path)
     chunk = op.chunks[refused.index]
     why = refused.why
     if refused.header is not None:
         subject = f"the @@ line {refused.header!r} of hunk {number}"
     else:
         subject = f"hunk {number}'s context and '-' lines"
-    if not hints:
-        times = "more than once" if isinstance(why, Ambiguous) else "nowhere"
-        return (
-            f"{subject} matched {times} in {name}; term2 shows nothing of its text because reading {name} "
-            f"needs the user's approval (ask for it with read_file); {WHOLE}"
-        )
     if isinstance(why, Ambiguous):
         message = ambiguity(path, refused.text, why, subject) + (
             ", or put an @@ line naming the function or class above the change"
