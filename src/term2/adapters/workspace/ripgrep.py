@@ -49,6 +49,7 @@ IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 CONFINEMENT: tuple[str, ...] = () if os.geteuid() == 0 else ("--unshare-user",)
 # Root keeps reading what it could read outside the view (files of other users), nothing more.
 CAPS: tuple[str, ...] = ("--cap-add", "CAP_DAC_READ_SEARCH") if os.geteuid() == 0 else ()
+STDIN = "-"  # rg's name for its stdin, where a file term2 opened is handed to it
 BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
 
 
@@ -145,16 +146,23 @@ class Place:
     top: str
     cwd: str
     target: str
+    stdin: bool = False
 
     @staticmethod
-    def of(top: str, root: str) -> Place:
+    def of(top: str, root: str, *, stdin: bool = False) -> Place:
+        """`stdin`: `top` is a file rg reads from its stdin (`-`), never by its path (issue 30)."""
         repo = repository_top(root if is_within(top, root) else top)
-        folder = top if os.path.isdir(top) else os.path.dirname(top)
+        folder = top if not stdin and os.path.isdir(top) else os.path.dirname(top)
         cwd = repo if repo is not None and is_within(folder, repo) else folder
-        return Place(top, cwd, os.path.relpath(top, cwd))
+        if stdin:
+            return Place(top, cwd, STDIN, stdin=True)
+        target = os.path.relpath(top, cwd)
+        return Place(top, cwd, "./-" if target == STDIN else target)  # a folder named `-` is not stdin
 
     def below_top(self, printed: bytes) -> bytes:
         """A path rg printed, relative to `top` (a file's own name when `top` is the file)."""
+        if self.stdin:  # rg names what it read from stdin `<stdin>`: it is `top`
+            return os.fsencode(os.path.basename(self.top))
         if self.target == ".":
             return printed[2:] if printed.startswith(b"./") else printed
         target = os.fsencode(self.target)
@@ -253,6 +261,7 @@ async def run(
     rg: str | None = None,
     bwrap: str = BWRAP,
     started: float | None = None,
+    stdin: int | None = None,
 ) -> Finished:
     """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
@@ -261,7 +270,8 @@ async def run(
     cancelled. Raises WorkspaceSearchFailed when rg cannot be started.
     `started` (monotonic) is when the call began, when time was already
     spent on it (a kept view that could not serve it): the limit counts
-    from there.
+    from there. `stdin`: the descriptor rg reads when `place.target` is
+    `-` (a file term2 opened); an empty stdin otherwise.
     """
     began = time.monotonic() if started is None else started
     rg = rg_binary() if rg is None else rg
@@ -274,7 +284,9 @@ async def run(
         RG_IN_VIEW, *rg_args, "--", place.target,
     ]  # fmt: skip
     try:
-        process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+        process = await anyio.open_process(
+            command, stdin=subprocess.DEVNULL if stdin is None else stdin, env={"PATH": "/usr/bin:/bin"}
+        )
     except OSError as err:
         raise WorkspaceSearchFailed(f"ripgrep could not be started: {err}") from err
     finished = Finished(None, "")

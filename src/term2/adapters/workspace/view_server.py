@@ -303,11 +303,13 @@ async def _search(
     consume: Callable[[bytes], bool],
     limit: float,
     started: float,
+    stdin: int | None = None,
 ) -> ripgrep.Finished | None:
     """rg through the server; None when it never ran there (the caller runs it in a per-call view).
 
     `limit` counts from `started` (the call's start, before its server was found or started), so a
-    server's start is spent from the walk's time, not added to it.
+    server's start is spent from the walk's time, not added to it. `stdin` (a file term2 opened,
+    `place.target` `-`) goes to the server with the pipes and becomes rg's stdin.
     """
     body = b"\0".join([os.fsencode(place.cwd), *(os.fsencode(arg) for arg in (*rg_args, "--", place.target))])
     if len(body) > REQUEST_LIMIT:
@@ -316,7 +318,7 @@ async def _search(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        sent = server.send(b"R" + ident + body, (out_w, err_w))
+        sent = server.send(b"R" + ident + body, (out_w, err_w) if stdin is None else (out_w, err_w, stdin))
     finally:
         os.close(out_w)
         os.close(err_w)
@@ -425,6 +427,7 @@ class KeptViews:
         time_limit: float = TIME_LIMIT,
         rg: str | None = None,
         bwrap: str = ripgrep.BWRAP,
+        stdin: int | None = None,
     ) -> ripgrep.Finished:
         """What `ripgrep.run` does, through a kept view when one can serve the call."""
         started = time.monotonic()
@@ -434,7 +437,7 @@ class KeptViews:
         if server is not None:
             server.calls += 1
             try:
-                finished = await _search(server, rg_args, place, consume, time_limit, started)
+                finished = await _search(server, rg_args, place, consume, time_limit, started, stdin)
             finally:
                 server.calls -= 1
                 server.used = time.monotonic()
@@ -443,7 +446,7 @@ class KeptViews:
             if finished is not None:
                 return finished
         return await ripgrep.run(
-            rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap, started=started
+            rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap, started=started, stdin=stdin
         )
 
     async def _server(self, scope: str, rg: str, bwrap: str) -> Server | None:

@@ -10,7 +10,8 @@ racing program planted in the workspace included.
 
 Protocol, one datagram a message on a SOCK_SEQPACKET socket (id: 8 bytes):
 - term2 → here: `R` id, then NUL-separated cwd and rg's arguments, with the
-  write ends of rg's stdout and stderr pipes attached (SCM_RIGHTS);
+  write ends of rg's stdout and stderr pipes attached (SCM_RIGHTS), and a
+  third descriptor when rg is to read a file term2 opened from its stdin;
   `K` id: SIGKILL that rg's process group.
 - here → term2: `H` once ready (`E` and why, when it cannot serve);
   `X` id and rg's return code when it ended (negative: the signal); `F` id and why, when rg could
@@ -32,21 +33,25 @@ RG_ENV = {b"XDG_CONFIG_HOME": b"/.term2/config", b"HOME": b"/.term2/home"}
 MESSAGE = 1 << 16
 
 
-def start(argv: list[bytes], cwd: bytes, out: int, err: int) -> subprocess.Popen[bytes]:
-    """rg in its own process group, from `cwd`, with an empty stdin; OSError says why it did not start.
+def start(argv: list[bytes], cwd: bytes, out: int, err: int, given: int | None) -> subprocess.Popen[bytes]:
+    """rg in its own process group, from `cwd`, with `given` or an empty stdin; OSError says why it did not start.
 
     `subprocess` starts it with vfork (no preexec function, no uid or gid
     change): ~0.8 ms, against ~2 ms for `os.fork` of this process and exec.
     """
-    stdin_r, stdin_w = os.pipe()
-    os.close(stdin_w)  # an empty stdin: there is no /dev/null here
+    if given is None:
+        stdin, stdin_w = os.pipe()
+        os.close(stdin_w)  # an empty stdin: there is no /dev/null here
+    else:
+        stdin = given
     try:
         return subprocess.Popen(
-            [RG, *argv], executable=RG, stdin=stdin_r, stdout=out, stderr=err, cwd=cwd, env=RG_ENV,
+            [RG, *argv], executable=RG, stdin=stdin, stdout=out, stderr=err, cwd=cwd, env=RG_ENV,
             process_group=0, close_fds=True, restore_signals=True,
         )  # fmt: skip
     finally:
-        os.close(stdin_r)
+        if given is None:
+            os.close(stdin)  # `given` is the caller's to close
 
 
 def serve(sock: socket.socket, idle_ms: int) -> None:
@@ -67,7 +72,7 @@ def serve(sock: socket.socket, idle_ms: int) -> None:
                     groups.pop(ident, None)
                     sock.send(b"X" + ident + struct.pack("<i", rg.wait()))
                     continue
-                message, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE, 2, socket.MSG_CMSG_CLOEXEC)
+                message, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE, 3, socket.MSG_CMSG_CLOEXEC)
                 if not message:
                     return
                 kind, ident, body = message[:1], message[1:9], message[9:]
@@ -78,19 +83,19 @@ def serve(sock: socket.socket, idle_ms: int) -> None:
                         except ProcessLookupError:
                             pass
                     continue
-                if kind != b"R" or len(fds) != 2:
+                if kind != b"R" or len(fds) not in (2, 3):
                     for extra in fds:
                         os.close(extra)
                     continue
                 cwd, *argv = body.split(b"\0")
                 try:
-                    rg = start(argv, cwd, fds[0], fds[1])
+                    rg = start(argv, cwd, fds[0], fds[1], fds[2] if len(fds) == 3 else None)
                 except (OSError, subprocess.SubprocessError) as failure:
                     sock.send(b"F" + ident + str(failure).encode("utf-8", "replace")[:1000])
                     continue
                 finally:
-                    os.close(fds[0])
-                    os.close(fds[1])
+                    for received in fds:
+                        os.close(received)
                 pidfd = os.pidfd_open(rg.pid)
                 running[pidfd] = (ident, rg)
                 groups[ident] = rg.pid
