@@ -57,6 +57,8 @@ SERVER_SOURCE = Path(__file__).with_name("view_server_main.py")
 # The interpreter's files the server needs, never /etc, /home, /root, /proc, /dev (ADR 0037).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix")
 # Once a view is made, a pid namespace costs nothing a call: ending the server then ends every rg.
+# Held by the server only until it made the view's mounts follow no link (view_server_main.py).
+NO_LINKS_CAPS = ("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts")
 
 Stamp = tuple[int, int, int, int] | None
@@ -94,7 +96,7 @@ def server_args(scope: str, rg: str, excludes: str | None, bwrap: str, fd: int) 
     args = [
         ripgrep.SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(ripgrep.MEMORY_LIMIT_KIB),
         bwrap, *ripgrep.CONFINEMENT, *_NAMESPACES, "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL", *ripgrep.CAPS, "--cap-add", "CAP_SYS_CHROOT",
+        "--cap-drop", "ALL", *ripgrep.CAPS, "--cap-add", "CAP_SYS_CHROOT", *NO_LINKS_CAPS,
     ]  # fmt: skip
     bound: list[str] = []
     for path in SYSTEM_DIRS:

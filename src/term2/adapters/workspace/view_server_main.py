@@ -20,6 +20,7 @@ EOF on the socket (term2 closed it, or died) kills every rg and ends this
 process; so does an idle while with nothing running.
 """
 
+import ctypes
 import os
 import select
 import signal
@@ -28,6 +29,16 @@ import struct
 import subprocess
 import sys
 
+# mount_setattr(2): 442 on every architecture (syscalls added since 5.1 share one number).
+SYS_MOUNT_SETATTR = 442
+MOUNT_ATTR_NOSYMFOLLOW = 0x00200000
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+CAP_SETPCAP = 8
+CAP_SYS_ADMIN = 21
+PR_CAPBSET_READ = 23
+PR_CAPBSET_DROP = 24
+CAPABILITY_VERSION_3 = 0x20080522
 RG = b"/.term2/rg"
 RG_ENV = {b"XDG_CONFIG_HOME": b"/.term2/config", b"HOME": b"/.term2/home"}
 MESSAGE = 1 << 16
@@ -108,6 +119,39 @@ def serve(sock: socket.socket, idle_ms: int) -> None:
                 pass
 
 
+def no_link_followed() -> None:
+    """Make every mount of the view follow no symlink (MOUNT_ATTR_NOSYMFOLLOW), then drop for good the
+    capabilities that allowed it: from here on no path rg opens resolves through a link, whoever
+    swapped one in and whenever (issue 30). Raises OSError when any step fails: the view is not used.
+
+    A walk opens each file by a path built from what it listed; a command or run_code program
+    racing it can put a link to a `.env` (or anywhere) under a listed name in between. Without
+    links, a name in the view is the object under that name, and a secret is reached only under
+    its own name, which the walk skips.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"{what}: {os.strerror(number)}")
+
+    attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_NOSYMFOLLOW, 0, 0, 0), 32)
+    check(libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, attr, 32), "mount_setattr")
+    for cap in (CAP_SYS_ADMIN, CAP_SETPCAP):  # out of the bounding set: no exec gets them back
+        check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "PR_CAPBSET_DROP")
+    header = ctypes.create_string_buffer(struct.pack("Ii", CAPABILITY_VERSION_3, 0), 8)
+    sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; the low 32 capabilities first
+    check(libc.capget(header, sets), "capget")
+    for index in range(3):  # lowering permitted lowers the ambient set with it
+        sets[index] &= ~((1 << CAP_SYS_ADMIN) | (1 << CAP_SETPCAP)) & 0xFFFFFFFF
+    check(libc.capset(header, sets), "capset")
+    check(libc.capget(header, sets), "capget")
+    held = (sets[0] | sets[1] | sets[2]) & ((1 << CAP_SYS_ADMIN) | (1 << CAP_SETPCAP))
+    if held or libc.prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 0:
+        raise OSError("CAP_SYS_ADMIN was not dropped")
+
+
 def main() -> None:
     fd, jail, idle_ms = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     os.closerange(3, fd)  # whatever term2 let through: only the socket stays
@@ -115,6 +159,7 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     try:
+        no_link_followed()
         os.chroot(jail)
         os.chdir("/")
     except OSError as failure:
