@@ -1,5 +1,8 @@
 """The program kept running inside a search view: it starts rg for each request term2 sends (ADR 0037).
 
+Also run once per call in a per-call view (`exec`, `one_shot`): the same
+view made to follow no link, then rg in this program's place.
+
 Run by the host's own interpreter (`-I -S -c` with this file's text, so the
 view needs the interpreter's files but none of term2's), standard library
 only. It imports everything it will ever use, then `chroot`s into the jail:
@@ -152,7 +155,24 @@ def no_link_followed() -> None:
         raise OSError("CAP_SYS_ADMIN was not dropped")
 
 
+def one_shot(jail: str, cwd: str, argv: list[str]) -> None:
+    """A per-call view: the same view, made to follow no link, then rg itself in place of this program,
+    reading stdin (a file term2 opened, or nothing) and writing to term2's pipes."""
+    os.closerange(3, 1 << 16)
+    try:
+        no_link_followed()
+        os.chroot(jail)
+        os.chdir(cwd)
+        os.execve(RG, [RG, *(os.fsencode(arg) for arg in argv)], RG_ENV)
+    except OSError as failure:  # `term2 view:` tells term2 the view failed (ripgrep.VIEW_FAILED), not rg
+        os.write(2, f"term2 view: {failure}\n".encode("utf-8", "replace"))
+        os._exit(2)
+
+
 def main() -> None:
+    if sys.argv[1] == "exec":
+        one_shot(sys.argv[2], sys.argv[3], sys.argv[4:])
+        return
     fd, jail, idle_ms = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     os.closerange(3, fd)  # whatever term2 let through: only the socket stays
     os.closerange(fd + 1, 1 << 16)
