@@ -91,6 +91,34 @@ def test_a_second_sessions_command_swapping_the_file_for_a_link_to_env_never_lea
     assert seen > 0, "no grep ever read x.txt: the race was not run"
 
 
+def test_folder_greps_through_a_kept_view_never_read_a_env_made_after_it(agent: tools.Agent) -> None:
+    """rg lists x.txt in the folder, then opens the name: the swap lands in between. The .env is made
+    after the kept view (the first grep made it), so no mask made with the view could cover it."""
+    folder = agent.root / f"walk-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    (folder / "x.txt").write_text(f"{PUBLIC}\n")
+    searching = agent.session()
+    path = os.path.relpath(folder, agent.root)
+    grep = {"name": "grep", "arguments": {"pattern": "TOKEN", "path": path}}
+    first = agent.turn(searching, grep)
+    assert PUBLIC in tools.text_of(tools.only_call(first)), "the first grep did not run"
+    (folder / "x.txt").unlink()
+    secret = _plant(folder)  # now: .env, x.txt, x.link -> .env
+    swapping = agent.session()
+    agent.start_prompt(swapping, tools.shell_call(SWAPPER.format(folder=folder)), policy=tools.select("allow-once"))
+    seen = 0
+    try:
+        _wait_for(folder / "swapping")
+        for _ in range(TURNS):
+            messages = agent.turn(searching, *[grep] * GREPS_PER_TURN)
+            _nowhere(secret, messages, [r.body for r in agent.llm.requests])
+            seen += sum(PUBLIC in tools.text_of(c) for c in tools.tool_calls(messages).values())
+    finally:
+        (folder / "stop").touch()
+    tools.until_idle(agent, 60)
+    assert seen > 0, "no grep ever read x.txt: the race was not run"
+
+
 RACING_PROGRAM = """
 import ctypes, threading
 libc = ctypes.CDLL(None, use_errno=True)
