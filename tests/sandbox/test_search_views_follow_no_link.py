@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, ripgrep_search
-from term2.ports.workspace_search import Walk, WalkEnd
+from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, ripgrep_search, view_server
+from term2.ports.workspace_search import Walk, WalkEnd, WorkspaceSearchFailed
 from tests.sandbox.test_kept_search_views import _blocking_tree, _rg_running, _servers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not os.path.exists(ripgrep.BWRAP), reason="needs bubblewrap")]
@@ -103,3 +103,28 @@ async def test_rg_in_a_kept_view_holds_no_capability_to_mount(search: RipgrepWor
     for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
         held = int(status[field], 16)
         assert not held & (1 << 21) and not held & (1 << 8), (field, status[field])
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "per-call"])
+async def test_a_view_that_cannot_be_made_linkless_fails_the_search_closed(
+    kept: bool, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An old kernel (no mount_setattr), a refused capability: the server says `E`, the per-call view
+    `term2 view: ...`, and the search fails with the port's error; rg never runs in a view that
+    follows links. So does a view program that dies before rg (a traceback, not "no match")."""
+    real = ripgrep.VIEW_PROGRAM.read_text()
+    stand_in = 'def no_link_followed() -> None:\n    raise OSError(1, "mount_setattr: refused here")\n\n\n'
+    refused = real.replace('if __name__ == "__main__":', stand_in + 'if __name__ == "__main__":')
+    assert refused != real
+    for source, said in ((refused, "refused here"), ("import no_such_module\n", "no_such_module")):
+        program = tmp_path / "view.py"
+        program.write_text(source)
+        monkeypatch.setattr(ripgrep, "VIEW_PROGRAM", program)
+        monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+        search = RipgrepWorkspaceSearch(kept=kept)
+        try:
+            with pytest.raises(WorkspaceSearchFailed, match=said):
+                await search.files(Walk(str(root), str(root)), lambda _: True)
+            assert not _servers(search) if kept else search.views is None
+        finally:
+            await search.aclose()

@@ -272,7 +272,8 @@ class Finished:
 
     def view_failure(self) -> str | None:
         """bwrap's or the view program's complaint when the view could not be made: rg did not run."""
-        return self.stderr.strip() if self.stderr.startswith(("bwrap:", VIEW_FAILED)) else None
+        # The view program dying before rg (an interpreter without ctypes) prints a traceback, never rg.
+        return self.stderr.strip() if self.stderr.startswith(("bwrap:", VIEW_FAILED, "Traceback")) else None
 
     def failure(self) -> str | None:
         """rg's own error (a bad pattern, a bad glob), when it reported one."""
