@@ -1,6 +1,6 @@
 """grep, glob and list_dir beside ripgrep on the trees of issue 20 (ADR 0026).
 
-Usage: python benchmarks/bench_search.py [--runs 5] [--big 500000] [--keep DIR]
+Usage: python benchmarks/bench_search.py [--runs 5] [--big 500000] [--keep DIR] [--only LABEL]
 
 Builds two git repositories under /tmp (or --keep DIR, reused when present):
 - `project`: 3,200 source files with nested .gitignore files (negations,
@@ -163,14 +163,21 @@ CASES = [
     ("list_dir of the root (marks) vs rg listing it", ["--files", "--max-depth", "1"], "list_dir", "{}"),
     # The marks need what rg knows only after walking: whether each folder holds a file git could track.
     ("list_dir of the root (marks) vs rg's walk", ["--files"], "list_dir", "{}"),
+    # term2 opens the file itself and hands rg the descriptor (ADR 0039); rg opens the path.
+    ("grep of one file", ["-e", "TODO", "FILE"], "grep", '{"pattern": "TODO", "path": "FILE"}'),
 ]
+ONE_FILE = {"project": "src/pkg0/mod0/m7.py", "monorepo": "packages/p0/src/f7.ts"}
 
 
-async def bench(root: Path, runs: int) -> None:
+async def bench(root: Path, runs: int, only: str | None) -> None:
     print(f"\n{root.name}: {count_entries(root):,} entries\n")
     print("| case | rg (ms) | term2, view per call (ms) | ratio | term2, kept view (ms) | ratio | term2 result |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for label, rg_args, name, arguments in CASES:
+        if only is not None and only not in label:
+            continue
+        rg_args = [ONE_FILE[root.name] if arg == "FILE" else arg for arg in rg_args]
+        arguments = arguments.replace("FILE", ONE_FILE[root.name])
         rg_ms = time_rg(root, rg_args, runs)
         per_call_ms, _ = await time_tool(root, name, arguments, runs, kept=False)
         kept_ms, text = await time_tool(root, name, arguments, runs, kept=True)
@@ -188,6 +195,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--big", type=int, default=500_000)
     parser.add_argument("--keep", default=None, help="build the trees here and reuse them")
+    parser.add_argument("--only", default=None, help="only the cases whose label holds this")
     args = parser.parse_args()
     use_pidfds()  # as `term2 acp` and `term2 exec` do once their loop runs
     base = Path(args.keep or tempfile.mkdtemp(prefix="term2-bench-search-"))
@@ -200,7 +208,7 @@ async def main() -> None:
             make(root)
             print(f"built {root} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     for root in (project, monorepo):
-        await bench(root, args.runs)
+        await bench(root, args.runs, args.only)
     if not args.keep:
         subprocess.run(["rm", "-rf", str(base)], check=True)
 

@@ -276,6 +276,30 @@ async def test_ignored_paths_stay_reachable(build: Build) -> None:
     assert await rig.files(top="work/x.log", secrets=Secrets.ONLY, name_glob="*.py") == ["x.log"]
 
 
+async def test_a_file_is_searched_through_the_callers_descriptor_never_by_its_path(build: Build) -> None:
+    """Issue 30: a path is looked up again when it is opened, and a link swapped in meanwhile would
+    be followed to a secret; the descriptor the caller opened (and judged) is what gets searched."""
+    rig = build({**_repo(), "work/x.txt": b"TOKEN=public\n", "work/.env": b"TOKEN=secret\n"})
+    top = os.path.join(rig.base, "work/x.txt")
+    held = os.path.join(rig.base, "held.txt")  # what the caller opened (for the memory tree: a real file)
+    with open(held, "wb") as file:
+        file.write(b"TOKEN=public\n")
+    fd = os.open(held, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.path.exists(top):  # on disk: the path now names a link to the secret
+            os.replace(top, top + ".old")
+            os.symlink(".env", top)
+        for ordered in (False, True):  # a walk run twice (ordered) reads the file from its start again
+            found: list[LineMatch] = []
+            walk = rig.walk(top="work/x.txt", descriptor=fd, ordered=ordered)
+            assert await rig.search.lines(walk, LineQuery("TOKEN"), _into(found)) == WalkEnd()
+            assert [(m.path, m.line, m.text) for m in found] == [(b"x.txt", 1, "TOKEN=public")]
+        with pytest.raises(WorkspaceSearchFailed):  # a file named without its descriptor is refused
+            await rig.search.lines(rig.walk(top="work/.env"), LineQuery("TOKEN"), _into([]))
+    finally:
+        os.close(fd)
+
+
 # --- what is returned at all --------------------------------------------------------------------
 
 

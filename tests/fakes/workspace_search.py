@@ -125,7 +125,7 @@ class MemoryWorkspaceSearch:
         except re.error as err:
             return WalkEnd(complaint=f"regex parse error: {err}")
         found: list[LineMatch] = []
-        for rel, data in self._walked(walk):
+        for rel, data in self._opened(walk) or self._walked(walk):
             if b"\0" in data:
                 continue  # binary: not searched
             found.extend(_matches(rel, data, regex))
@@ -149,6 +149,18 @@ class MemoryWorkspaceSearch:
         if scope.cancelled_caught:
             return WalkEnd(cut_short=f"stopped after {walk.time_limit:g} s")
         return WalkEnd()
+
+    def _opened(self, walk: Walk) -> list[tuple[bytes, bytes]]:
+        """The file the caller opened, read through its descriptor (as the port says: never by path);
+        nothing when the walk names a folder; the port's error for a file named without one."""
+        if walk.descriptor is None:
+            if isinstance(self.tree.get(walk.top), bytes):
+                raise WorkspaceSearchFailed(f"{walk.top} is not a folder: a file is searched through its descriptor")
+            return []
+        data = b""
+        while chunk := os.pread(walk.descriptor, 1 << 16, len(data)):
+            data += chunk
+        return [(os.fsencode(os.path.basename(walk.top)), data)]
 
     def _walked(self, walk: Walk) -> Iterator[tuple[bytes, bytes]]:
         """(path below top, contents) of each regular file the walk returns, in no promised order."""

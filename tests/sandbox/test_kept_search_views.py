@@ -181,6 +181,8 @@ _UNPRIVILEGED_SEARCH = textwrap.dedent(
             args = ["--files", "--follow", "--no-ignore", *ripgrep.BASE_ARGS]
             place = ripgrep.Place.of(root, root)
             finished = await search.views.run(args, place, root, lambda chunk: out.extend(chunk) or True, rg=rg)
+            alone = bytearray()  # a per-call view, as this user makes it (ADR 0039)
+            single = await real(args, place, root, lambda chunk: alone.extend(chunk) or True, rg=rg)
             roots = {}
             for server in search.views.servers:
                 for pid in os.listdir("/proc"):
@@ -194,6 +196,8 @@ _UNPRIVILEGED_SEARCH = textwrap.dedent(
                 "uid": os.geteuid(), "servers": len(search.views.servers), "per_call": per_call, "found": found,
                 "followed": sorted(os.fsdecode(p) for p in bytes(out).split(b"\\0")[:-1]),
                 "stopped": finished.stopped, "roots": roots,
+                "alone": sorted(os.fsdecode(p) for p in bytes(alone).split(b"\\0")[:-1]),
+                "alone_failed": single.view_failure(),
             }
             print("RESULT " + json.dumps(said))
         finally:
@@ -247,6 +251,7 @@ async def test_unprivileged_the_server_chroots_in_its_user_namespace_and_serves(
     (root / "b.log").write_text("needle\n")
     (root / "sub" / "c.txt").write_text("needle\n")
     os.symlink("/usr", root / "usr")
+    os.symlink("a.py", root / "ln.py")  # a link to a file in the workspace: the views follow none (ADR 0039)
     subprocess.run(["chown", "-R", f"{_UNPRIVILEGED}:{_UNPRIVILEGED}", str(root)], check=True)
     paths = [str(Path(__file__).resolve().parents[2] / "src"), sysconfig.get_path("purelib")]
     child = subprocess.run(
@@ -262,7 +267,8 @@ async def test_unprivileged_the_server_chroots_in_its_user_namespace_and_serves(
     assert result["per_call"] == [] and result["servers"] == 1, result  # served by the kept server
     assert sorted(result["found"]) == [".gitignore", "a.py", "sub/c.txt"], result
     assert list(result["roots"].values()) == ["/.term2/jail"], result  # the server chrooted
-    assert result["followed"] == ["./.gitignore", "./a.py", "./b.log", "./sub/c.txt"], result  # usr not followed
+    assert result["followed"] == ["./.gitignore", "./a.py", "./b.log", "./sub/c.txt"], result  # no link followed
+    assert result["alone"] == result["followed"] and result["alone_failed"] is None, result
     assert result["stopped"] is None
 
 

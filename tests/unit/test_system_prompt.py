@@ -112,3 +112,10 @@ def test_term2_prompt_names_what_it_ignored_and_why(tmp_path: Path) -> None:
         f"term2: project instructions: ignored {marker} (repository marker): its folder is writable by every user"
     )
     assert expected in result.stderr.splitlines()
+
+
+def test_run_shell_and_run_code_tell_the_model_a_env_written_while_they_run_is_readable() -> None:
+    """Issue 30, item 5: the masks are fixed when bwrap starts; the window is named where the model reads it."""
+    specs = {s.name: s.description for s in WorkspaceToolbox().specs()}
+    for name in ("run_shell", "run_code"):
+        assert "one written while it runs (by the user or another program) is readable by it" in specs[name]

@@ -56,6 +56,13 @@ class Walk:
     Always: `.git` (a folder or a file) is skipped at any depth, symlinks are
     not followed or returned, only regular files are returned, and the walk
     reads nothing outside `root` (or outside `top`, when that lies outside).
+
+    `descriptor`: when `top` is one file, a read-only descriptor of it that the
+    caller opened without following links and judged. `lines` searches what that
+    descriptor holds and never opens `top` by its path (a path is resolved again
+    when it is opened, and anything running beside term2 can swap it for a link
+    to a secret in between, issue 30); it refuses a file `top` without one.
+    The caller keeps and closes it. `files` ignores it (it lists, never reads).
     """
 
     root: str
@@ -65,6 +72,7 @@ class Walk:
     secrets: Secrets = Secrets.INCLUDE
     ordered: bool = False  # stream in path order (compared name by name, in byte order); slower
     time_limit: float = TIME_LIMIT
+    descriptor: int | None = None  # `top`, opened by the caller: searched as it is, never by path
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +141,8 @@ class WorkspaceSearch(Protocol):
         """Give `take` each line matching `query` in the files the walk returns, until it returns False.
 
         Within a file, lines come in order; files come in path order only when `walk.ordered`.
-        Raises WorkspaceSearchFailed when the search cannot run at all.
+        Raises WorkspaceSearchFailed when the search cannot run at all, and when `walk.top` is
+        not a folder and `walk.descriptor` is None (a file is searched only by its descriptor).
         """
         ...
 

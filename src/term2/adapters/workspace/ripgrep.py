@@ -25,10 +25,12 @@ import functools
 import os
 import signal
 import subprocess
+import sys
 import sysconfig
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -50,6 +52,15 @@ IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 CONFINEMENT: tuple[str, ...] = () if os.geteuid() == 0 else ("--unshare-user",)
 # Root keeps reading what it could read outside the view (files of other users), nothing more.
 CAPS: tuple[str, ...] = ("--cap-add", "CAP_DAC_READ_SEARCH") if os.geteuid() == 0 else ()
+# The kept view's server, and a per-call view's one-shot, run this file under the host's interpreter.
+VIEW_PROGRAM = Path(__file__).with_name("view_server_main.py")
+JAIL = "/.term2/jail"  # where a view holds what rg may see; the program chroots into it
+# The interpreter's files the program needs, never /etc, /home, /root, /proc, /dev (ADR 0037).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix")
+# Held by the program only until it made the view's mounts follow no link (ADR 0039).
+NO_LINKS_CAPS = ("--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP")
+VIEW_FAILED = "term2 view:"  # how view_server_main.py's one-shot says the view could not be made
+STDIN = "-"  # rg's name for its stdin, where a file term2 opened is handed to it
 BASE_ARGS = ("--no-config", "--hidden", "--null", "--color", "never", "--no-messages", "-g", "!.git")
 
 
@@ -146,16 +157,23 @@ class Place:
     top: str
     cwd: str
     target: str
+    stdin: bool = False
 
     @staticmethod
-    def of(top: str, root: str) -> Place:
+    def of(top: str, root: str, *, stdin: bool = False) -> Place:
+        """`stdin`: `top` is a file rg reads from its stdin (`-`), never by its path (issue 30)."""
         repo = repository_top(root if is_within(top, root) else top)
-        folder = top if os.path.isdir(top) else os.path.dirname(top)
+        folder = top if not stdin and os.path.isdir(top) else os.path.dirname(top)
         cwd = repo if repo is not None and is_within(folder, repo) else folder
-        return Place(top, cwd, os.path.relpath(top, cwd))
+        if stdin:
+            return Place(top, cwd, STDIN, stdin=True)
+        target = os.path.relpath(top, cwd)
+        return Place(top, cwd, "./-" if target == STDIN else target)  # a folder named `-` is not stdin
 
     def below_top(self, printed: bytes) -> bytes:
         """A path rg printed, relative to `top` (a file's own name when `top` is the file)."""
+        if self.stdin:  # rg names what it read from stdin `<stdin>`: it is `top`
+            return os.fsencode(os.path.basename(self.top))
         if self.target == ".":
             return printed[2:] if printed.startswith(b"./") else printed
         target = os.fsencode(self.target)
@@ -208,12 +226,32 @@ def view_binds(scope: str, rg: str, excludes: str | None, under: str = "") -> li
     return args
 
 
-def view_args(place: Place, root: str, rg: str, excludes: str | None, bwrap: str = BWRAP) -> list[str]:
-    """bwrap arguments for a view holding the workspace and the ignore files rg reads above it."""
-    args = [bwrap, *CONFINEMENT, "--die-with-parent", "--new-session", "--cap-drop", "ALL", *CAPS]
-    args += view_binds(view_scope(place.top, root), rg, excludes)
-    args += ["--chdir", place.cwd]
-    return args
+def jail_args(
+    scope: str, rg: str, excludes: str | None, bwrap: str, source: str, extra: Sequence[str] = ()
+) -> list[str]:
+    """sh (the memory limit, inherited by everything below), bwrap, and the host's interpreter running
+    `source` (view_server_main.py) in a view holding the interpreter's files and, below JAIL, what rg
+    may see (`view_binds`). That program makes the view follow no link, drops the capabilities that
+    took, and chroots into JAIL before rg runs (ADR 0037, 0039); `extra` are bwrap's namespace flags."""
+    python = os.path.realpath(sys.executable)
+    args = [
+        SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
+        bwrap, *CONFINEMENT, *extra, "--die-with-parent", "--new-session",
+        "--cap-drop", "ALL", *CAPS, "--cap-add", "CAP_SYS_CHROOT", *NO_LINKS_CAPS,
+    ]  # fmt: skip
+    bound: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+            bound.append(path)
+    for path in (os.path.realpath(sys.base_prefix), python):
+        if not any(path == top or path.startswith(top + "/") for top in bound):
+            args += ["--ro-bind", path, path]
+            bound.append(path)
+    args += view_binds(scope, rg, excludes, under=JAIL)
+    return [*args, python, "-I", "-S", "-c", source]
 
 
 def _bind_file(args: list[str], path: str, under: str = "") -> None:
@@ -234,8 +272,9 @@ class Finished:
     stopped: str | None = None
 
     def view_failure(self) -> str | None:
-        """bwrap's complaint when the view could not be made: rg did not run."""
-        return self.stderr.strip() if self.stderr.startswith("bwrap:") else None
+        """bwrap's or the view program's complaint when the view could not be made: rg did not run."""
+        # The view program dying before rg (an interpreter without ctypes) prints a traceback, never rg.
+        return self.stderr.strip() if self.stderr.startswith(("bwrap:", VIEW_FAILED, "Traceback")) else None
 
     def failure(self) -> str | None:
         """rg's own error (a bad pattern, a bad glob), when it reported one."""
@@ -254,6 +293,7 @@ async def run(
     rg: str | None = None,
     bwrap: str = BWRAP,
     started: float | None = None,
+    stdin: int | None = None,
 ) -> Finished:
     """Run rg on `place.top` (a folder, or the file) inside the view; feed its output to `consume`.
 
@@ -262,20 +302,20 @@ async def run(
     cancelled. Raises WorkspaceSearchFailed when rg cannot be started.
     `started` (monotonic) is when the call began, when time was already
     spent on it (a kept view that could not serve it): the limit counts
-    from there.
+    from there. `stdin`: the descriptor rg reads when `place.target` is
+    `-` (a file term2 opened); an empty stdin otherwise.
     """
     began = time.monotonic() if started is None else started
     rg = rg_binary() if rg is None else rg
     check_binaries(rg, bwrap)
     limit = time_limit
-    command = [
-        SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(MEMORY_LIMIT_KIB),
-        *view_args(place, root, rg, await global_excludes(), bwrap),
-        "--setenv", "XDG_CONFIG_HOME", CONFIG_IN_VIEW, "--setenv", "HOME", "/.term2/home",
-        RG_IN_VIEW, *rg_args, "--", place.target,
-    ]  # fmt: skip
+    held = view_scope(place.top, root)
+    command = jail_args(held, rg, await global_excludes(), bwrap, VIEW_PROGRAM.read_text())
+    command += ["exec", JAIL, place.cwd, *rg_args, "--", place.target]
     try:
-        process = await anyio.open_process(command, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+        process = await anyio.open_process(
+            command, stdin=subprocess.DEVNULL if stdin is None else stdin, env={"PATH": "/usr/bin:/bin"}
+        )
     except OSError as err:
         raise WorkspaceSearchFailed(f"ripgrep could not be started: {err}") from err
     finished = Finished(None, "")

@@ -9,8 +9,10 @@ how it is bounded, is ripgrep.py (a view made per walk) and view_server.py
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 
 from term2.adapters.workspace import ripgrep
 from term2.adapters.workspace.rg_output import MatchStream, PathStream
@@ -45,7 +47,17 @@ class RipgrepWorkspaceSearch:
         return await self._run(["--files", *ripgrep.BASE_ARGS, *args], walk, place, stream.feed)
 
     async def lines(self, walk: Walk, query: LineQuery, take: Callable[[LineMatch], bool]) -> WalkEnd:
-        place = ripgrep.Place.of(walk.top, walk.root)
+        if walk.descriptor is not None:
+            with _reopened(walk.descriptor, walk.top) as given:
+                return await self._lines(walk, query, take, given)
+        if not os.path.isdir(walk.top) or os.path.islink(walk.top):
+            raise WorkspaceSearchFailed(f"{walk.top} is not a folder: a file is searched through its descriptor")
+        return await self._lines(walk, query, take, None)
+
+    async def _lines(
+        self, walk: Walk, query: LineQuery, take: Callable[[LineMatch], bool], given: int | None
+    ) -> WalkEnd:
+        place = ripgrep.Place.of(walk.top, walk.root, stdin=given is not None)
         args, keep = _filters(walk)
         if keep is not None:
             inner = take
@@ -56,9 +68,17 @@ class RipgrepWorkspaceSearch:
         if query.ignore_case:
             args.append("--ignore-case")
         stream = MatchStream(take, place.below_top)
-        return await self._run([*ripgrep.BASE_ARGS, *LINE_ARGS, *args, "-e", query.pattern], walk, place, stream.feed)
+        args = [*ripgrep.BASE_ARGS, *LINE_ARGS, *args, "-e", query.pattern]
+        return await self._run(args, walk, place, stream.feed, given)
 
-    async def _run(self, args: list[str], walk: Walk, place: ripgrep.Place, feed: Callable[[bytes], bool]) -> WalkEnd:
+    async def _run(
+        self,
+        args: list[str],
+        walk: Walk,
+        place: ripgrep.Place,
+        feed: Callable[[bytes], bool],
+        stdin: int | None = None,
+    ) -> WalkEnd:
         if any("\0" in arg for arg in args):  # no argv holds one: refused here, as rg refuses what it cannot read
             return WalkEnd(
                 complaint="a pattern or glob cannot hold a NUL character (a regular expression can say \\x00)"
@@ -67,7 +87,9 @@ class RipgrepWorkspaceSearch:
             args = [*args, "--sort", "path"]
         try:
             run = ripgrep.run if self.views is None else self.views.run
-            finished = await run(args, place, walk.root, feed, time_limit=walk.time_limit, rg=self.rg, bwrap=self.bwrap)
+            finished = await run(
+                args, place, walk.root, feed, time_limit=walk.time_limit, rg=self.rg, bwrap=self.bwrap, stdin=stdin
+            )
         except OSError as err:
             raise WorkspaceSearchFailed(f"ripgrep could not run: {err}") from err
         failure = finished.view_failure()
@@ -76,6 +98,23 @@ class RipgrepWorkspaceSearch:
         if finished.stopped == "enough":
             return WalkEnd(enough=True)
         return WalkEnd(cut_short=finished.stopped, complaint=finished.failure())
+
+
+@contextlib.contextmanager
+def _reopened(descriptor: int, top: str) -> Iterator[int]:
+    """The caller's file opened again through /proc/self/fd: the same file (never a path looked up
+    again), at its start, with an offset of its own, so a walk run twice (ordered) reads it whole."""
+    try:
+        given = os.open(f"/proc/self/fd/{descriptor}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as err:
+        raise WorkspaceSearchFailed(f"{top} could not be opened through its descriptor: {err}") from err
+    try:
+        if not stat.S_ISREG(os.fstat(given).st_mode):
+            raise WorkspaceSearchFailed(f"{top} is not a regular file")
+        os.set_blocking(given, True)
+        yield given
+    finally:
+        os.close(given)
 
 
 def _filters(walk: Walk) -> tuple[list[str], Callable[[bytes], bool] | None]:

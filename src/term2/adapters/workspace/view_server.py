@@ -33,12 +33,10 @@ import signal
 import socket
 import stat
 import struct
-import sys
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -46,16 +44,14 @@ import anyio.lowlevel
 from term2.adapters.workspace import ripgrep
 from term2.ports.workspace_search import TIME_LIMIT
 
-JAIL = "/.term2/jail"
+JAIL = ripgrep.JAIL
 IDLE_SECONDS = 120.0  # a server with nothing to do ends itself after this long
 START_LIMIT = 5.0  # seconds a server may take to say it is ready
 END_LIMIT = 2.0  # seconds a server may take to end once its socket is closed, before SIGKILL
 KEPT = 4  # servers kept at most (least recently used ended first)
 REQUEST_LIMIT = 60 * 1024  # a request past this (a huge pattern) runs in a per-call view
 MESSAGE = 1 << 16
-SERVER_SOURCE = Path(__file__).with_name("view_server_main.py")
-# The interpreter's files the server needs, never /etc, /home, /root, /proc, /dev (ADR 0037).
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/nix")
+SERVER_SOURCE = ripgrep.VIEW_PROGRAM
 # Once a view is made, a pid namespace costs nothing a call: ending the server then ends every rg.
 _NAMESPACES = ("--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts")
 
@@ -89,27 +85,9 @@ def view_key(scope: str, rg: str, excludes: str | None) -> tuple[object, ...] | 
 
 
 def server_args(scope: str, rg: str, excludes: str | None, bwrap: str, fd: int) -> list[str]:
-    """sh (the memory limit, once: every rg the server starts inherits it), bwrap, the interpreter, the server."""
-    python = os.path.realpath(sys.executable)
-    args = [
-        ripgrep.SHELL, "-c", 'ulimit -v "$1" && shift && exec "$@"', "sh", str(ripgrep.MEMORY_LIMIT_KIB),
-        bwrap, *ripgrep.CONFINEMENT, *_NAMESPACES, "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL", *ripgrep.CAPS, "--cap-add", "CAP_SYS_CHROOT",
-    ]  # fmt: skip
-    bound: list[str] = []
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-            bound.append(path)
-    for path in (os.path.realpath(sys.base_prefix), python):
-        if not any(path == top or path.startswith(top + "/") for top in bound):
-            args += ["--ro-bind", path, path]
-            bound.append(path)
-    args += ripgrep.view_binds(scope, rg, excludes, under=JAIL)
-    source = SERVER_SOURCE.read_text()
-    return [*args, python, "-I", "-S", "-c", source, str(fd), JAIL, str(int(IDLE_SECONDS * 1000))]
+    """The kept view: the server in its own namespaces (`ripgrep.jail_args`), told its socket and idle time."""
+    args = ripgrep.jail_args(scope, rg, excludes, bwrap, SERVER_SOURCE.read_text(), _NAMESPACES)
+    return [*args, str(fd), JAIL, str(int(IDLE_SECONDS * 1000))]
 
 
 @dataclass(eq=False)
@@ -303,11 +281,13 @@ async def _search(
     consume: Callable[[bytes], bool],
     limit: float,
     started: float,
+    stdin: int | None = None,
 ) -> ripgrep.Finished | None:
     """rg through the server; None when it never ran there (the caller runs it in a per-call view).
 
     `limit` counts from `started` (the call's start, before its server was found or started), so a
-    server's start is spent from the walk's time, not added to it.
+    server's start is spent from the walk's time, not added to it. `stdin` (a file term2 opened,
+    `place.target` `-`) goes to the server with the pipes and becomes rg's stdin.
     """
     body = b"\0".join([os.fsencode(place.cwd), *(os.fsencode(arg) for arg in (*rg_args, "--", place.target))])
     if len(body) > REQUEST_LIMIT:
@@ -316,7 +296,7 @@ async def _search(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        sent = server.send(b"R" + ident + body, (out_w, err_w))
+        sent = server.send(b"R" + ident + body, (out_w, err_w) if stdin is None else (out_w, err_w, stdin))
     finally:
         os.close(out_w)
         os.close(err_w)
@@ -425,6 +405,7 @@ class KeptViews:
         time_limit: float = TIME_LIMIT,
         rg: str | None = None,
         bwrap: str = ripgrep.BWRAP,
+        stdin: int | None = None,
     ) -> ripgrep.Finished:
         """What `ripgrep.run` does, through a kept view when one can serve the call."""
         started = time.monotonic()
@@ -434,7 +415,7 @@ class KeptViews:
         if server is not None:
             server.calls += 1
             try:
-                finished = await _search(server, rg_args, place, consume, time_limit, started)
+                finished = await _search(server, rg_args, place, consume, time_limit, started, stdin)
             finally:
                 server.calls -= 1
                 server.used = time.monotonic()
@@ -443,7 +424,7 @@ class KeptViews:
             if finished is not None:
                 return finished
         return await ripgrep.run(
-            rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap, started=started
+            rg_args, place, root, consume, time_limit=time_limit, rg=rg, bwrap=bwrap, started=started, stdin=stdin
         )
 
     async def _server(self, scope: str, rg: str, bwrap: str) -> Server | None:

@@ -22,7 +22,7 @@ from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
-from term2.app.tools.sandboxed import did_not_run, ended
+from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended
 from term2.domain.history import TextOutput, ToolKind
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
@@ -53,7 +53,8 @@ class RunCode:
                 "Run a short Python 3 program in the sandbox that can call term2's tools, to batch many "
                 "steps into one call. Inside the program, `tools.<name>(**arguments)` calls a tool and "
                 "returns its text result, or raises `ToolError` when it fails or is denied. Available: "
-                f"{names}. The program's printed output and a summary of its tool calls are returned."
+                f"{names}. The program's printed output and a summary of its tool calls are returned. "
+                f"{SECRETS_WINDOW}"
             ),
             parameters={
                 "type": "object",

@@ -15,6 +15,13 @@ from term2.app.tools.failure import ToolFailed
 from term2.app.tools.names import one_line
 from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
 
+# The masks are fixed when a command starts (issue 30, item 5; ADR 0039): the model is told, in both
+# tools' descriptions, what a command can read of a `.env` that appears while it runs.
+SECRETS_WINDOW = (
+    ".env files present when it starts are hidden from it; one written while it runs (by the user or "
+    "another program) is readable by it until it ends."
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Ended:

@@ -22,6 +22,7 @@ from functools import partial
 import anyio
 
 from term2.app.tools import search_walks
+from term2.app.tools.anchored import open_regular
 from term2.app.tools.args import Arguments, optional_bool, optional_str, required_str
 from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.failure import ToolFailed
@@ -148,14 +149,21 @@ async def grep(
         return search.lines(walk, lines, take)
 
     keep = partial(_searched, top, query.include, grants if folder else None)
-    check_top(top, root)  # a swapped top fails here, plainly, before anything runs
     secrets: list[int] = []
     if folder:
+        check_top(top, root)  # a swapped top fails here, plainly, before anything runs
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_count_secrets, search, walk, query, grants, secrets)
             found = await _first_or_failure(run, walk, limit, keep)
     else:
-        found = await _first_or_failure(run, walk, limit, keep)
+        # The judged file, opened here by descriptors (no link followed): the engine reads that
+        # descriptor, never the path, which anything running beside term2 could swap for a link
+        # to a secret between this check and the engine's open (issue 30).
+        file = open_regular(top, root, verb="searched")
+        try:
+            found = await _first_or_failure(run, replace(walk, descriptor=file), limit, keep)
+        finally:
+            os.close(file)
     if isinstance(found, WorkspaceSearchFailed):
         raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {found}") from found
     if found.end.complaint is not None and not found.items:

@@ -25,7 +25,7 @@ from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root, resolve_shown
-from term2.app.tools.sandboxed import did_not_run, ended
+from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended
 from term2.domain.history import TerminalOutput, ToolKind, ToolOutput
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
@@ -65,7 +65,7 @@ class RunShell:
                 "Run a shell command (bash -c) in a sandbox: only the workspace root is writable and "
                 "there is no way to run outside the sandbox. Returns the exit code and the combined "
                 f"stdout/stderr (long output is cut in the middle). Default timeout "
-                f"{self.default_timeout_s:g} s, at most {self.max_timeout_s:g} s."
+                f"{self.default_timeout_s:g} s, at most {self.max_timeout_s:g} s. {SECRETS_WINDOW}"
             ),
             parameters={
                 "type": "object",
