@@ -22,6 +22,7 @@ from term2.app.mcp.servers import McpSessions
 from term2.app.mcp.toolbox import session_toolbox
 from term2.app.metering import Meter
 from term2.app.sessions import OpenSession, SessionRegistry
+from term2.app.tools.locked_sandbox import LockedSandbox
 from term2.app.transcript import Transcript
 from term2.domain.content import ContentBlock, render_for_model
 from term2.domain.context_budget import ContextBudget
@@ -33,6 +34,7 @@ from term2.domain.turn import StopReason, TurnLimits
 from term2.domain.usage import Prices
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
+from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import LLMError, LLMProvider
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
@@ -71,12 +73,16 @@ class PromptService:
         outputs: OutputArchive | None = None,
         prices_factory: Callable[[], Prices | None] = lambda: None,
         mcp: McpSessions | None = None,
+        folder_locks: FolderLocks | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._llm_factory = llm_factory  # called per turn: the provider is built (and litellm loaded) lazily
         self._toolbox = toolbox
-        self._sandbox = sandbox
+        # One set of folder locks on both sides (ADR 0038): every program this service runs holds its root's,
+        # and the file tools ask the editor only under theirs. Without locks the editor is never asked.
+        self._folder_locks = folder_locks
+        self._sandbox: Sandbox = sandbox if folder_locks is None else LockedSandbox(sandbox, folder_locks)
         self._limits = limits
         self._budget_factory = budget_factory  # per turn, like the provider: the model may be configured late
         self._outputs = outputs
@@ -183,6 +189,7 @@ class PromptService:
             opened.turn,
             self._outputs,
             client_files=client_files,
+            folder_locks=self._folder_locks,
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)
