@@ -12,6 +12,7 @@ here depends on timing: a program that entered too early is caught by what it sa
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,6 +101,27 @@ async def test_an_unusable_lock_folder_keeps_the_editor_off_and_programs_running
     (tmp_path / "private").mkdir(mode=0o700)
     async with FlockFolderLocks(link).editor(WAY) as held:
         assert not held, "a lock folder reached through a symlink is not trusted"
+
+
+async def test_a_lock_folder_removed_meanwhile_is_made_again(tmp_path: Path) -> None:
+    locks = FlockFolderLocks(tmp_path / "locks")
+    async with locks.editor(WAY) as held:
+        assert held
+    shutil.rmtree(tmp_path / "locks")  # e.g. a cleaner of old files in the runtime folder
+    async with locks.program(WS), locks.editor(WAY) as held:
+        assert not held, "the program's lock was taken in the folder made again"
+    assert (tmp_path / "locks").stat().st_mode & 0o777 == 0o700
+
+
+async def test_once_unusable_the_lock_folder_stays_off_for_the_process(tmp_path: Path) -> None:
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    locks = FlockFolderLocks(folder)
+    async with locks.program(WS):  # runs unlocked: no editor request of this process can be held
+        folder.chmod(0o700)
+        async with locks.editor(WAY) as held:
+            assert not held, "a folder fixed meanwhile must not let an editor request beside that program"
 
 
 # --- two term2 processes of one user share the flock adapter's locks ---------------------------------

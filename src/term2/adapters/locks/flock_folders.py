@@ -22,7 +22,8 @@ each other exactly as processes do, and a crashed holder's locks go with it.
 Every step is a non-blocking `flock`; a wait is a poll with a short sleep,
 so a cancelled wait leaves no thread behind holding a lock. Lock files are
 never removed (removing a file someone may be locking is racy); they are
-empty and live in a runtime folder the system clears.
+empty, one set per folder ever used, in a runtime folder the system clears
+at logout where there is one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import pwd
 import stat
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -53,8 +55,9 @@ def lock_folder(env: Mapping[str, str]) -> Path:
     """Where the user's locks live, chosen so that every term2 process of the user picks the same folder.
 
     The system's runtime folder for the user (`/run/user/<uid>`, cleared at logout) when it exists, whatever
-    a process's environment says; else `$XDG_RUNTIME_DIR`; else a folder of the user's in `/tmp`. Not
-    term2's home: two processes with different homes must still see each other's locks.
+    a process's environment says; else `$XDG_RUNTIME_DIR`; else a folder in the home the password database
+    gives the user (not `$HOME`, not term2's home: two processes with different ones must still meet, and
+    no other user can make a folder there first).
     """
     uid = os.getuid()
     system = Path(f"/run/user/{uid}")
@@ -65,22 +68,25 @@ def lock_folder(env: Mapping[str, str]) -> Path:
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         return Path(runtime) / "term2-locks"
-    return Path(f"/tmp/term2-locks-{uid}")
+    return Path(pwd.getpwuid(uid).pw_dir) / ".local" / "state" / "term2-locks"
 
 
 class FlockFolderLocks:
     def __init__(self, folder: Path) -> None:
         self._path = folder
-        self._fd: int | None = None
         self._unusable: str | None = None
         self._setup = threading.Lock()
 
     def _folder(self) -> int | None:
-        """The private lock folder's descriptor, made and checked once; None (logged once) when unusable."""
+        """The private lock folder, opened and checked afresh (it may have been removed); the caller closes it.
+
+        None once it was found unusable: from then on, for the life of the process, so that an editor request
+        is never held while a program that found no folder runs unlocked.
+        """
         with self._setup:
-            if self._fd is None and self._unusable is None:
+            if self._unusable is None:
                 try:
-                    self._fd = _private_folder(self._path)
+                    return _private_folder(self._path)
                 except OSError as err:
                     self._unusable = str(err)
                     log.warning(
@@ -88,25 +94,28 @@ class FlockFolderLocks:
                         folder=str(self._path),
                         error=self._unusable,
                     )
-            return self._fd
+            return None
 
     @asynccontextmanager
     async def program(self, root: FolderId) -> AsyncIterator[None]:
         folder = self._folder()
-        if folder is None:  # no editor request of this user can be held either: nothing to wait for
+        if folder is None:  # no editor request of this process can be held either: nothing to wait for
             yield
             return
         try:
             run = _open(folder, root, "run")
-        except OSError as err:
-            raise FolderLockError(f"cannot open the folder lock: {err}") from None
-        try:
-            await _poll(run, fcntl.LOCK_SH)
             try:
                 edit = _open(folder, root, "edit")
-            except OSError as err:
-                raise FolderLockError(f"cannot open the folder lock: {err}") from None
+            except OSError:
+                os.close(run)
+                raise
+        except OSError as err:
+            raise FolderLockError(f"cannot open the folder lock: {err}") from None
+        finally:
+            os.close(folder)
+        try:
             try:
+                await _poll(run, fcntl.LOCK_SH)
                 await _poll(edit, fcntl.LOCK_EX)  # every editor request in flight on this folder has ended
             finally:
                 os.close(edit)
@@ -122,7 +131,10 @@ class FlockFolderLocks:
             return
         held: list[int] = []
         try:
-            free = await _hold_for_editor(folder, sorted(set(way)), held)
+            try:
+                free = await _hold_for_editor(folder, sorted(set(way)), held)
+            finally:
+                os.close(folder)
             yield free
         finally:
             for fd in held:
