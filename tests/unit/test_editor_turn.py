@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
+import anyio.abc
+import anyio.from_thread
 import pytest
 
 from term2.app.tools import through_client
@@ -135,3 +137,66 @@ async def test_a_read_the_editor_never_answers_is_served_by_the_disk(
 
     monkeypatch.setattr(through_client, "READ_WAIT_S", 0)
     assert "disk" in await call(h, Silent({str(target): "buffer\n"}), "read_file", path="f.txt")
+
+
+# --- an edit reads and writes on one side ---------------------------------------------------------------
+
+
+async def test_an_edit_worked_out_from_the_buffer_is_not_written_to_the_disk_when_a_program_arrives(
+    h: Harness,
+) -> None:
+    target = h.root / "f.txt"
+    target.write_text("x = 1\n")
+    ran: list[str] = []
+
+    async def program() -> None:
+        async with h.folder_locks.program(identity(h.root)):
+            ran.append(target.read_text())
+
+    async with anyio.create_task_group() as tg:
+
+        class Arriving(MemoryClientFiles):
+            async def read_text(
+                self, session_id: str, path: str, *, line: int | None = None, limit: int | None = None
+            ) -> str:
+                text = await super().read_text(session_id, path, line=line, limit=limit)
+                tg.start_soon(program)  # a command starts while the edit is worked out from the buffer
+                await anyio.wait_all_tasks_blocked()
+                return text
+
+        files = Arriving({str(target): "x = 1\ny = 2\n"})
+        result = await call(h, files, "edit_file", path="f.txt", old_string="y = 2", new_string="y = 3")
+    assert "nothing was written" in result
+    assert target.read_text() == "x = 1\n" and files.asked("fs/write_text_file") == []
+    assert ran == ["x = 1\n"], "the program waited for the edit, then ran"
+
+
+async def test_an_edit_that_read_the_disk_writes_the_disk_even_if_the_program_ended_meanwhile(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from term2.app.tools import edit
+
+    target = h.root / "f.txt"
+    target.write_text("x = 1\n")
+    files = MemoryClientFiles({str(target): "x = 1\nunsaved = 0\n"})
+    ended = anyio.Event()
+    read_from_disk = edit.disk_old
+
+    def read_then_end_the_program(path: str, root: str) -> object:
+        old = read_from_disk(path, root)
+        anyio.from_thread.run_sync(ended.set)
+        return old
+
+    monkeypatch.setattr(edit, "disk_old", read_then_end_the_program)
+
+    async def program(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with h.folder_locks.program(identity(h.root)):
+            task_status.started()
+            await ended.wait()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(program)
+        result = await call(h, files, "edit_file", path="f.txt", old_string="x = 1", new_string="x = 2")
+    assert "x = 2" in result
+    assert target.read_text() == "x = 2\n"
+    assert files.requests == [], "the buffer (with its unsaved line) was neither read nor overwritten"

@@ -100,18 +100,26 @@ async def client_read(
     return text
 
 
-async def client_write(ctx: ToolContext, path: str, root: str, text: str) -> bool:
+async def client_write(ctx: ToolContext, path: str, root: str, text: str, *, buffer_based: bool = False) -> bool:
     """Have the editor make `text` the content of the canonical `path`; False when the disk must write it.
 
     False when the client does not write or answered with an error (it did nothing). ToolFailed when a swap
     is found before (nothing is sent) or after (the write is reported as not trusted), or when the editor
-    never answered: then the write may or may not have happened, and the disk is not written.
+    never answered: then the write may or may not have happened, and the disk is not written. ToolFailed
+    too when `text` was worked out from the editor's buffer (`buffer_based`) but a sandboxed program now
+    keeps the editor off: the disk must not get a buffer's text (nor the buffer the disk's), so nothing is
+    written.
     """
     files = writer(ctx, path)
     if files is None:
         return False
     await anyio.to_thread.run_sync(partial(_ready_for_write, path, root))  # makes the folders the way needs
     async with editor_turn(ctx, path) as held:
+        if not held and buffer_based:
+            raise ToolFailed(
+                f"a command started on a folder of {shown(path)} while the edit was worked out from the editor's "
+                "text; nothing was written: try again once it ends"
+            )
         if not held:
             return False
         await anyio.to_thread.run_sync(partial(_ready_for_write, path, root))
