@@ -200,3 +200,37 @@ async def test_an_edit_that_read_the_disk_writes_the_disk_even_if_the_program_en
     assert "x = 2" in result
     assert target.read_text() == "x = 2\n"
     assert files.requests == [], "the buffer (with its unsaved line) was neither read nor overwritten"
+
+
+async def test_a_patch_worked_out_from_the_buffer_is_not_written_to_the_disk_when_a_program_arrives(
+    h: Harness,
+) -> None:
+    from term2.app.edit_tools import edit_tool_names
+    from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
+
+    h.toolbox = WorkspaceToolbox(default_tools(edit_tool_names(None, "both")))
+    target = h.root / "f.txt"
+    target.write_text("x = 1\n")
+    ran: list[str] = []
+
+    async def program() -> None:
+        async with h.folder_locks.program(identity(h.root)):
+            ran.append(target.read_text())
+
+    async with anyio.create_task_group() as tg:
+
+        class Arriving(MemoryClientFiles):
+            async def read_text(
+                self, session_id: str, path: str, *, line: int | None = None, limit: int | None = None
+            ) -> str:
+                text = await super().read_text(session_id, path, line=line, limit=limit)
+                tg.start_soon(program)
+                await anyio.wait_all_tasks_blocked()
+                return text
+
+        files = Arriving({str(target): "x = 1\ny = 2\n"})
+        patch = "*** Begin Patch\n*** Update File: f.txt\n@@\n-y = 2\n+y = 3\n*** End Patch\n"
+        result = await call(h, files, "apply_patch", input=patch)
+    assert "nothing was written" in result
+    assert target.read_text() == "x = 1\n" and files.asked("fs/write_text_file") == []
+    assert ran == ["x = 1\n"]

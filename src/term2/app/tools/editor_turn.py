@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from functools import partial
 
@@ -85,16 +85,20 @@ async def editor_turn(ctx: ToolContext, path: str) -> AsyncIterator[bool]:
 
 
 @asynccontextmanager
-async def one_source(ctx: ToolContext, path: str) -> AsyncIterator[ToolContext]:
-    """A context in which an edit's read of `path` and its write come from the same side.
+async def one_source(ctx: ToolContext, *paths: str) -> AsyncIterator[ToolContext]:
+    """A context in which an edit's reads of `paths` and its writes come from the same side.
 
     Held across both: a program that starts meanwhile waits for the edit to end, so an edit whose old text
-    is the editor's buffer is written through the editor, and one that found a program running keeps to the
-    disk for its write too, even if the program ended in between (else the disk's text, written into the
-    buffer, would drop the user's unsaved edits).
+    is the editor's buffer is written through the editor, and one that found a program running (on any of
+    the paths) keeps to the disk for its writes too, even if the program ended in between (else the disk's
+    text, written into the buffer, would drop the user's unsaved edits).
     """
     if ctx.client_files is None:
         yield ctx
         return
-    async with editor_turn(ctx, path) as held:
-        yield ctx if held else replace(ctx, client_files=None)
+    async with AsyncExitStack() as turns:
+        for path in paths:
+            if not await turns.enter_async_context(editor_turn(ctx, path)):
+                yield replace(ctx, client_files=None)
+                return
+        yield ctx
