@@ -44,6 +44,7 @@ from term2.ports.sandbox import (
 from term2.ports.tools import ToolContext
 from term2.ports.updates import SessionEvent, TerminalChunk, ToolCallChanged
 from tests.fakes.approvers import FixedApprover
+from tests.fakes.folder_locks import MemoryFolderLocks
 from tests.fakes.sandboxes import CannedSandbox
 from tests.fakes.turns import live_turn
 from tests.support.toolboxes import workspace_toolbox
@@ -73,6 +74,7 @@ class Harness:
     toolbox: WorkspaceToolbox = field(default_factory=workspace_toolbox)
     counter: int = 0
     turn: Turn = field(default_factory=live_turn)
+    folder_locks: MemoryFolderLocks = field(default_factory=MemoryFolderLocks)
 
     def ctx(self) -> ToolContext:
         async def emit(event: SessionEvent) -> None:
@@ -81,7 +83,9 @@ class Harness:
         async def record(entry: HistoryEntry) -> None:
             self.records.append(entry)
 
-        return ToolContext("sess-1", self.access, self.approver, self.sandbox, emit, record, self.turn)
+        return ToolContext(
+            "sess-1", self.access, self.approver, self.sandbox, emit, record, self.turn, folder_locks=self.folder_locks
+        )
 
     async def call(self, name: str, raw: str | None = None, **args: object) -> str:
         self.counter += 1

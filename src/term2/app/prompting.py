@@ -24,6 +24,7 @@ from term2.app.mcp.toolbox import session_toolbox
 from term2.app.metering import Meter
 from term2.app.session_models import ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
+from term2.app.tools.locked_sandbox import LockedSandbox
 from term2.app.transcript import Transcript
 from term2.domain.content import ContentBlock, render_for_model
 from term2.domain.errors import NotFound, Term2Error
@@ -33,6 +34,7 @@ from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
+from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import LLMError
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
@@ -68,13 +70,17 @@ class PromptService:
         limits: TurnLimits,
         outputs: OutputArchive | None = None,
         mcp: McpSessions | None = None,
+        folder_locks: FolderLocks | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         # Per turn, from the session's choice: the provider is built (and litellm loaded) lazily, and the
         # budget, prices and edit tools follow the model the session runs now (ADR 0043).
         self._models = models
-        self._sandbox = sandbox
+        # One set of folder locks on both sides (ADR 0038): every program this service runs holds its root's,
+        # and the file tools ask the editor only under theirs. Without locks the editor is never asked.
+        self._folder_locks = folder_locks
+        self._sandbox: Sandbox = sandbox if folder_locks is None else LockedSandbox(sandbox, folder_locks)
         self._limits = limits
         self._outputs = outputs
         self._mcp = mcp  # the session's MCP servers, whose tools join the built-in ones (ADR 0023)
@@ -184,6 +190,7 @@ class PromptService:
             opened.turn,
             self._outputs,
             client_files=client_files,
+            folder_locks=self._folder_locks,
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)

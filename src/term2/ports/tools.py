@@ -16,6 +16,7 @@ from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
+from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
@@ -49,6 +50,9 @@ class ToolContext:
     outputs: OutputArchive | None = None  # where results cut for the model are kept whole
     # The editor's own reads and writes where it offers them (ADR 0024); None: the file tools use the disk.
     client_files: ClientFiles | None = None
+    # Keeps sandboxed programs and editor requests on the same folders apart (ADR 0038); None: the editor
+    # is never asked (nothing would keep a program from moving the path under it).
+    folder_locks: FolderLocks | None = None
 
 
 class Toolbox(Protocol):

@@ -39,6 +39,7 @@ from term2.domain.retry import RetryPolicy
 from term2.domain.turn import TurnLimits
 from term2.domain.usage import Prices
 from term2.ports.catalog import ModelCatalog
+from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import LLMProvider, ProviderSettings
 from term2.ports.mcp import McpClient
 from term2.ports.outputs import OutputArchive
@@ -90,6 +91,13 @@ def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
     from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 
     return BubblewrapSandbox(hidden=hidden, egress=FilteringProxy(settings.network_resolve))
+
+
+def _folder_locks(env: Mapping[str, str]) -> FolderLocks:
+    """Shared by every term2 process of the user through lock files (ADR 0038)."""
+    from term2.adapters.locks import FlockFolderLocks, lock_folder
+
+    return FlockFolderLocks(lock_folder(env))
 
 
 def _workspace_search() -> WorkspaceSearch:
@@ -166,9 +174,12 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
-    """term2's own data and configuration: hidden from commands, never inside a workspace."""
+    """term2's own data, configuration and folder locks: hidden from commands, never inside a workspace."""
+    from term2.adapters.locks import lock_folder
+
     config = config_path(env)
-    return (str(settings.data_dir(env)), str(config.parent if config.parent.name == "term2" else config))
+    own = (str(settings.data_dir(env)), str(config.parent if config.parent.name == "term2" else config))
+    return (*own, str(lock_folder(env)))  # a program that could write the locks could free itself (ADR 0038)
 
 
 class Container(containers.DeclarativeContainer):
@@ -184,6 +195,7 @@ class Container(containers.DeclarativeContainer):
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
+    folder_locks: providers.Provider[FolderLocks] = providers.Singleton(_folder_locks, env)
     workspace_search: providers.Provider[WorkspaceSearch] = providers.Singleton(_workspace_search)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox, settings, workspace_search)
     limits = providers.Callable(_limits, settings)
@@ -226,6 +238,7 @@ class Container(containers.DeclarativeContainer):
         limits=limits,
         outputs=outputs,
         mcp=mcp,
+        folder_locks=folder_locks,
     )
 
 

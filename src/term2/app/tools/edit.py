@@ -26,11 +26,12 @@ from term2.app.tools.anchored import open_regular, read_upto, write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, not_applied, show_change
+from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
-from term2.app.tools.through_client import client_read, client_write
+from term2.app.tools.through_client import client_read, client_write, reader
 from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
@@ -201,7 +202,8 @@ async def _commit(
     encoded(path, planned.new)  # the cap holds whoever writes
     if reviewed is not None:
         reviewed.check(path, planned.new)
-    if await client_write(ctx, path, root, planned.new):
+    # Inside one_source a client left in the context read the old text (unless it refused): keep to one side.
+    if await client_write(ctx, path, root, planned.new, buffer_based=reader(ctx, path) is not None):
         return planned.outcome
     return await anyio.to_thread.run_sync(partial(_make, path, root, planned))
 
@@ -249,12 +251,13 @@ class WriteFile:
 
     async def _run(self, path: str, root: str, content: str, ctx: ToolContext, call_id: str) -> Outcome:
         readable = may_read(ctx, path)
-        # Reading the old text and working out the report change nothing: a cancel abandons them at once.
-        old = await old_text(ctx, path, root)
-        planned = await anyio.to_thread.run_sync(
-            partial(_plan_write, path, content, old, old_readable=readable), abandon_on_cancel=True
-        )
-        return await _commit(ctx, path, root, planned)
+        async with one_source(ctx, path) as ctx:
+            # Reading the old text and working out the report change nothing: a cancel abandons them at once.
+            old = await old_text(ctx, path, root)
+            planned = await anyio.to_thread.run_sync(
+                partial(_plan_write, path, content, old, old_readable=readable), abandon_on_cancel=True
+            )
+            return await _commit(ctx, path, root, planned)
 
 
 def write_file(path: str, root: str, content: str, *, old_readable: bool = True) -> Outcome:
@@ -416,12 +419,13 @@ async def _run_edits(
     path: str, root: str, edits: tuple[Edit, ...], reviewed: Reviewed, ctx: ToolContext, call_id: str
 ) -> Outcome:
     readable = may_read(ctx, path)
-    # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
-    old = await old_text(ctx, path, root)
-    planned = await anyio.to_thread.run_sync(
-        partial(_plan_edits, path, edits, old, old_readable=readable), abandon_on_cancel=True
-    )
-    return await _commit(ctx, path, root, planned, reviewed)
+    async with one_source(ctx, path) as ctx:
+        # Working the edit out (reading, matching, hinting, the report) changes nothing: a cancel abandons it.
+        old = await old_text(ctx, path, root)
+        planned = await anyio.to_thread.run_sync(
+            partial(_plan_edits, path, edits, old, old_readable=readable), abandon_on_cancel=True
+        )
+        return await _commit(ctx, path, root, planned, reviewed)
 
 
 def edit_file(

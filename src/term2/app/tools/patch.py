@@ -38,11 +38,12 @@ from term2.app.tools.edit import (
     not_found,
     old_text,
 )
+from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
-from term2.app.tools.through_client import client_write
+from term2.app.tools.through_client import client_write, reader
 from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
@@ -209,6 +210,12 @@ def _key(changes: list[_Change]) -> tuple[tuple[str, str | None], ...]:
 
 
 async def _run(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx: ToolContext, call_id: str) -> Outcome:
+    paths = [path for target in targets for path in (target.path, target.dest) if path is not None]
+    async with one_source(ctx, *dict.fromkeys(paths)) as ctx:  # read and written on one side (ADR 0038)
+        return await _patch(targets, root, reviewed, ctx)
+
+
+async def _patch(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx: ToolContext) -> Outcome:
     olds: dict[str, Old] = {}
     for target in targets:
         for path in (target.path, target.dest):
@@ -407,7 +414,7 @@ async def _make(ctx: ToolContext, root: str, change: _Change) -> None:
     if change.new is None:
         await anyio.to_thread.run_sync(partial(remove_whole, change.path, root))
         return
-    if await client_write(ctx, change.path, root, change.new):
+    if await client_write(ctx, change.path, root, change.new, buffer_based=reader(ctx, change.path) is not None):
         return
     data = encoded(change.path, change.new)
     await anyio.to_thread.run_sync(partial(write_whole, change.path, root, data, mode=change.mode))

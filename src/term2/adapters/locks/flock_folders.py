@@ -1,0 +1,206 @@
+"""Folder locks on `flock(2)` files, so every term2 process of the user sees every other (ADR 0038).
+
+Each folder identity (device, inode) has three lock files in one private
+folder: `run` (programs hold it shared while they run), `edit` (editor
+requests hold it shared while they are in flight) and `gate` (editors hold it
+exclusively for the instant of their check, so two editors never mistake each
+other for a program). The protocol, per folder:
+
+- program: take `run` shared, then `edit` exclusive (which waits until no
+  editor request is in flight) and drop it at once; run; drop `run`.
+- editor: take `edit` shared, then under `gate` try `run` exclusive without
+  waiting: taken means no program holds it, so drop it and send the request;
+  refused means a program runs, so drop everything and use the disk.
+
+Why it holds whatever the timing: an editor that got `run` exclusive holds
+`edit` shared from before that moment; a program that takes `run` afterwards
+must then take `edit` exclusive, which the kernel grants only once that
+editor dropped it. A program that held `run` first makes the editor's try
+fail. Locks live on open file descriptions, so tasks of one process exclude
+each other exactly as processes do, and a crashed holder's locks go with it.
+
+Every step is a non-blocking `flock`; a wait is a poll with a short sleep,
+so a cancelled wait leaves no thread behind holding a lock. Lock files are
+never removed (removing a file someone may be locking is racy); they are
+empty, one set per folder ever used, in a runtime folder the system clears
+at logout where there is one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import stat
+import threading
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import structlog
+
+from term2.domain.editor_exclusion import FolderId
+from term2.ports.folder_locks import FolderLockError
+
+log = structlog.get_logger("term2.locks")
+
+POLL_S = 0.005
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def lock_folder(env: Mapping[str, str]) -> Path:
+    """Where the user's locks live, chosen so that every term2 process of the user picks the same folder.
+
+    The system's runtime folder for the user (`/run/user/<uid>`, cleared at logout) when it exists, whatever
+    a process's environment says; else `$XDG_RUNTIME_DIR`; else a folder in the home the password database
+    gives the user (not `$HOME`, not term2's home: two processes with different ones must still meet, and
+    no other user can make a folder there first).
+    """
+    uid = os.getuid()
+    system = Path(f"/run/user/{uid}")
+    with contextlib.suppress(OSError):
+        info = os.stat(system, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
+            return system / "term2-locks"
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return Path(runtime) / "term2-locks"
+    return Path(pwd.getpwuid(uid).pw_dir) / ".local" / "state" / "term2-locks"
+
+
+class FlockFolderLocks:
+    def __init__(self, folder: Path) -> None:
+        self._path = folder
+        self._unusable: str | None = None
+        self._setup = threading.Lock()
+
+    def _folder(self) -> int | None:
+        """The private lock folder, opened and checked afresh (it may have been removed); the caller closes it.
+
+        None once it was found unusable: from then on, for the life of the process, so that an editor request
+        is never held while a program that found no folder runs unlocked.
+        """
+        with self._setup:
+            if self._unusable is None:
+                try:
+                    return _private_folder(self._path)
+                except OSError as err:
+                    self._unusable = str(err)
+                    log.warning(
+                        "the lock folder is unusable: the editor is not used for files, the disk is",
+                        folder=str(self._path),
+                        error=self._unusable,
+                    )
+            return None
+
+    @asynccontextmanager
+    async def program(self, root: FolderId) -> AsyncIterator[None]:
+        folder = self._folder()
+        if folder is None:  # no editor request of this process can be held either: nothing to wait for
+            yield
+            return
+        try:
+            run = _open(folder, root, "run")
+            try:
+                edit = _open(folder, root, "edit")
+            except OSError:
+                os.close(run)
+                raise
+        except OSError as err:
+            raise FolderLockError(f"cannot open the folder lock: {err}") from None
+        finally:
+            os.close(folder)
+        try:
+            try:
+                await _poll(run, fcntl.LOCK_SH)
+                await _poll(edit, fcntl.LOCK_EX)  # every editor request in flight on this folder has ended
+            finally:
+                os.close(edit)
+            yield
+        finally:
+            os.close(run)
+
+    @asynccontextmanager
+    async def editor(self, way: Sequence[FolderId]) -> AsyncIterator[bool]:
+        folder = self._folder()
+        if folder is None:
+            yield False
+            return
+        held: list[int] = []
+        try:
+            try:
+                free = await _hold_for_editor(folder, sorted(set(way)), held)
+            finally:
+                os.close(folder)
+            yield free
+        finally:
+            for fd in held:
+                os.close(fd)
+
+
+async def _poll(fd: int, operation: int) -> None:
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await anyio.sleep(POLL_S)
+
+
+async def _hold_for_editor(folder: int, keys: list[FolderId], held: list[int]) -> bool:
+    """Take every key's `edit` lock shared (into `held`); True when no `run` lock of them is held."""
+    try:
+        for key in keys:
+            edit = _open(folder, key, "edit")
+            held.append(edit)
+            fcntl.flock(edit, fcntl.LOCK_SH | fcntl.LOCK_NB)  # refused only while a program checks in
+        for key in keys:
+            if not await _no_program(folder, key):
+                return False
+    except BlockingIOError:
+        return False
+    except OSError as err:
+        log.warning("a folder lock could not be taken; the disk serves the call", error=str(err))
+        return False
+    return True
+
+
+async def _no_program(folder: int, key: FolderId) -> bool:
+    """Whether no program holds `key`'s run lock, checked under its gate so two editors never collide."""
+    gate = _open(folder, key, "gate")
+    try:
+        await _poll(gate, fcntl.LOCK_EX)  # held by editors only for this check: never long
+        run = _open(folder, key, "run")
+        try:
+            fcntl.flock(run, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(run)  # the exclusive lock, if taken, goes with it
+        return True
+    finally:
+        os.close(gate)
+
+
+def _open(folder: int, key: FolderId, kind: str) -> int:
+    return os.open(f"{key.device:x}-{key.inode:x}.{kind}", _FILE, 0o600, dir_fd=folder)
+
+
+def _private_folder(path: Path) -> int:
+    """Open (making it 0700 if missing) the lock folder; refuse one that is not the user's own and private.
+
+    Anyone else able to write it could hold a lock forever (commands would wait) or swap lock files.
+    """
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, _FOLDER)
+    info = os.fstat(fd)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        os.close(fd)
+        raise PermissionError(
+            f"{path} must be a folder owned by uid {os.getuid()} with mode 0700 (it is {oct(info.st_mode & 0o777)},"
+            f" owned by uid {info.st_uid})"
+        )
+    return fd

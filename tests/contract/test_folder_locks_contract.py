@@ -1,0 +1,200 @@
+"""One folder locks suite, two adapters (ADR 0038).
+
+(a) `flock`: FlockFolderLocks on lock files in a private folder (the real adapter every term2 process
+    of the user shares).
+(b) `memory`: MemoryFolderLocks (tests/fakes), the double the tool tests use.
+
+Both must keep what the file tools rely on: an editor request is held only while no program runs on
+a folder on its way; a program on any other folder leaves it alone; a program that starts waits for
+the editor requests in flight on its root, and editors arriving meanwhile are turned away. Nothing
+here depends on timing: a program that entered too early is caught by what it saw when it entered.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio.abc import TaskStatus
+
+from term2.adapters.locks import FlockFolderLocks
+from term2.domain.editor_exclusion import FolderId
+from term2.ports.folder_locks import FolderLocks
+from tests.fakes.folder_locks import MemoryFolderLocks
+
+pytestmark = pytest.mark.anyio
+
+ROOT, HOME, WS, D, ELSEWHERE = (FolderId(1, n) for n in (2, 3, 4, 5, 6))
+WAY = (ROOT, HOME, WS, D)  # /, /home, /home/ws, /home/ws/d: the way to /home/ws/d/f
+
+
+@pytest.fixture(params=["flock", "memory"])
+def locks(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FolderLocks]:
+    if request.param == "flock":
+        yield FlockFolderLocks(tmp_path / "locks")
+    else:
+        yield MemoryFolderLocks()
+
+
+async def test_an_editor_request_is_held_when_no_program_runs(locks: FolderLocks) -> None:
+    async with locks.editor(WAY) as held:
+        assert held
+    async with locks.editor(WAY) as again, locks.editor(WAY) as beside:  # editors share
+        assert again and beside
+
+
+@pytest.mark.parametrize("root", WAY)
+async def test_a_program_on_any_folder_of_the_way_turns_the_editor_away(locks: FolderLocks, root: FolderId) -> None:
+    async with locks.program(root), locks.editor(WAY) as held:
+        assert not held
+    async with locks.editor(WAY) as held:
+        assert held, "the program's end gives the folder back"
+
+
+async def test_a_program_elsewhere_or_deeper_leaves_the_editor_alone(locks: FolderLocks) -> None:
+    async with locks.program(ELSEWHERE), locks.program(FolderId(1, 99)), locks.editor(WAY) as held:
+        assert held
+
+
+async def test_programs_share_a_root(locks: FolderLocks) -> None:
+    # run_code's nested run_shell, or two sessions' commands
+    async with locks.program(WS), locks.program(WS), locks.editor(WAY) as held:
+        assert not held
+
+
+async def test_a_program_waits_for_the_editor_request_in_flight(locks: FolderLocks) -> None:
+    in_flight = True
+    seen: list[bool] = []
+
+    async def program(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async with locks.program(WS):
+            seen.append(in_flight)
+
+    async with anyio.create_task_group() as tg, locks.editor(WAY) as held:
+        assert held
+        await tg.start(program)
+        await anyio.wait_all_tasks_blocked()
+        async with locks.editor(WAY) as later:
+            assert not later, "an editor arriving while a program waits to start is turned away"
+        in_flight = False
+    assert seen == [False], "the program entered while the editor request was in flight"
+
+
+async def test_an_unusable_lock_folder_keeps_the_editor_off_and_programs_running(tmp_path: Path) -> None:
+    folder = tmp_path / "open-to-all"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    locks = FlockFolderLocks(folder)
+    async with locks.editor(WAY) as held:
+        assert not held
+    async with locks.program(WS):
+        pass
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "private", target_is_directory=True)
+    (tmp_path / "private").mkdir(mode=0o700)
+    async with FlockFolderLocks(link).editor(WAY) as held:
+        assert not held, "a lock folder reached through a symlink is not trusted"
+
+
+async def test_a_lock_folder_removed_meanwhile_is_made_again(tmp_path: Path) -> None:
+    locks = FlockFolderLocks(tmp_path / "locks")
+    async with locks.editor(WAY) as held:
+        assert held
+    shutil.rmtree(tmp_path / "locks")  # e.g. a cleaner of old files in the runtime folder
+    async with locks.program(WS), locks.editor(WAY) as held:
+        assert not held, "the program's lock was taken in the folder made again"
+    assert (tmp_path / "locks").stat().st_mode & 0o777 == 0o700
+
+
+async def test_once_unusable_the_lock_folder_stays_off_for_the_process(tmp_path: Path) -> None:
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    locks = FlockFolderLocks(folder)
+    async with locks.program(WS):  # runs unlocked: no editor request of this process can be held
+        folder.chmod(0o700)
+        async with locks.editor(WAY) as held:
+            assert not held, "a folder fixed meanwhile must not let an editor request beside that program"
+
+
+# --- two term2 processes of one user share the flock adapter's locks ---------------------------------
+
+CHILD = """
+import sys, anyio
+from pathlib import Path
+from term2.adapters.locks import FlockFolderLocks
+from term2.domain.editor_exclusion import FolderId
+
+async def main():
+    locks = FlockFolderLocks(Path(sys.argv[1]))
+    print("trying", flush=True)
+    async with locks.program(FolderId(1, 4)):
+        print("running " + Path(sys.argv[2]).read_text(), flush=True)
+        sys.stdin.readline()
+    print("done", flush=True)
+
+anyio.run(main)
+"""
+
+
+class Child:
+    """Another process's program on WS, driven line by line."""
+
+    def __init__(self, folder: Path, marker: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(folder), str(marker)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def line(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def finish(self) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        done = self.line()
+        assert self.proc.wait(timeout=60) == 0
+        return done
+
+
+async def test_a_program_in_another_process_turns_the_editor_away(tmp_path: Path) -> None:
+    locks = FlockFolderLocks(tmp_path / "locks")
+    marker = tmp_path / "marker"
+    marker.write_text("free")
+    child = Child(tmp_path / "locks", marker)
+    assert await anyio.to_thread.run_sync(child.line) == "trying"
+    assert await anyio.to_thread.run_sync(child.line) == "running free"
+    async with locks.editor(WAY) as held:
+        assert not held
+    assert await anyio.to_thread.run_sync(child.finish) == "done"
+    async with locks.editor(WAY) as held:
+        assert held
+
+
+async def test_a_program_in_another_process_waits_for_this_ones_editor_request(tmp_path: Path) -> None:
+    locks = FlockFolderLocks(tmp_path / "locks")
+    marker = tmp_path / "marker"
+    marker.write_text("editor in flight")
+    async with locks.editor(WAY) as held:
+        assert held
+        child = Child(tmp_path / "locks", marker)
+        assert await anyio.to_thread.run_sync(child.line) == "trying"
+        while True:  # until the child's program has checked in (it then waits for this request)
+            async with locks.editor(WAY) as beside:
+                if not beside:
+                    break
+            await anyio.sleep(0.01)
+        marker.write_text("editor done")
+    assert await anyio.to_thread.run_sync(child.line) == "running editor done"
+    assert await anyio.to_thread.run_sync(child.finish) == "done"
