@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from term2.domain.approval import ApprovalMode
 from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
@@ -49,6 +50,12 @@ class ToolContext:
     outputs: OutputArchive | None = None  # where results cut for the model are kept whole
     # The editor's own reads and writes where it offers them (ADR 0024); None: the file tools use the disk.
     client_files: ClientFiles | None = None
+    # The turn's own approval mode (`/review` runs read-only); None: the session's live mode (ADR 0044).
+    mode: ApprovalMode | None = None
+
+    def approval_mode(self) -> ApprovalMode:
+        """The mode the gate judges this call by: the turn's, else the session's as it is now."""
+        return self.mode if self.mode is not None else self.access.mode
 
 
 class Toolbox(Protocol):

@@ -82,7 +82,7 @@ class WorkspaceToolbox:
             return False
         if invocation.access is not Access.READ or invocation.command is not None:
             return False
-        return not needs_approval(invocation, ctx.access.workspace)
+        return not needs_approval(invocation, ctx.access.workspace, ctx.approval_mode())
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         tracker = CallTracker(call.call_id, ctx)
@@ -148,7 +148,7 @@ class WorkspaceToolbox:
 
 async def _proposed(invocation: Invocation, ctx: ToolContext) -> tuple[ToolOutput, ...]:
     """The change a call that needs approval would make, for the user to review before deciding."""
-    if invocation.preview is None or not needs_approval(invocation, ctx.access.workspace):
+    if invocation.preview is None or not needs_approval(invocation, ctx.access.workspace, ctx.approval_mode()):
         return ()
     return await anyio.to_thread.run_sync(invocation.preview, abandon_on_cancel=True)
 
