@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_session_config_e2e import AGENT, _agent_lines, _current, _env, _select, _step
+from tests.e2e.test_session_config_e2e import AGENT, _current, _env, _select, _step
 from tests.fakes.llm_server import FakeLLMServer
 from tests.support.exec_process import exec_env, run_piped
 from tests.support.sdk_clients import ScenarioResult, run_scenario
@@ -46,14 +46,6 @@ def _mcp(tmp_path: Path) -> dict[str, Any]:
 
 def _tool_results(body: dict[str, Any]) -> list[str]:
     return [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]
-
-
-def _updates(result: Any, kind: str) -> list[dict[str, Any]]:
-    return [
-        m["params"]["update"]
-        for d, m in _agent_lines(result)
-        if d == "agent" and m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"] == kind
-    ]
 
 
 def _system(body: dict[str, Any]) -> str:
@@ -200,6 +192,7 @@ def test_init_asks_before_writing_and_review_changes_nothing(
         {"op": "prompt", "text": "/review"},  # 5: read-only for this turn only
         {"op": "prompt", "text": "/review --output=/tmp/x"},  # 6: not a ref: refused, no model request
         {"op": "prompt", "text": "Run it."},  # 7: auto again
+        {"op": "load"},  # 8: the commands replay as the user typed them
     ]
     env = _env(tmp_path, fake_llm)
     result = _run(1, "2.4.0", tmp_path, "commands", env, workspace, steps)
@@ -221,8 +214,9 @@ def test_init_asks_before_writing_and_review_changes_nothing(
     assert "one git ref" in _step(result, 6)["text"] and len(requests) == 6
     assert (workspace / "after.txt").exists()  # the session's own mode (auto) is back after /review
     assert "Read-only" not in _system(requests[4].body)
-    users = [u for u in _updates(result, "user_message_chunk")]
-    assert not users or all("The user typed" not in json.dumps(u) for u in users)
+    replayed = _step(result, 8)["texts"]["user"]
+    assert "/init" in replayed and "/review" in replayed and "The user typed" not in replayed
+    assert "The user typed /review" in json.dumps(requests[4].body["messages"])  # the model keeps its prompt
 
 
 @pytest.mark.timeout(300)
