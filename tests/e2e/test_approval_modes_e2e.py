@@ -192,7 +192,8 @@ def test_init_asks_before_writing_and_review_changes_nothing(
         {"op": "prompt", "text": "/review"},  # 5: read-only for this turn only
         {"op": "prompt", "text": "/review --output=/tmp/x"},  # 6: not a ref: refused, no model request
         {"op": "prompt", "text": "Run it."},  # 7: auto again
-        {"op": "load"},  # 8: the commands replay as the user typed them
+        {"op": "prompt", "text": "/status"},  # 8: says the mode, with no model request
+        {"op": "load"},  # 9: the commands replay as the user typed them
     ]
     env = _env(tmp_path, fake_llm)
     result = _run(1, "2.4.0", tmp_path, "commands", env, workspace, steps)
@@ -214,7 +215,8 @@ def test_init_asks_before_writing_and_review_changes_nothing(
     assert "one git ref" in _step(result, 6)["text"] and len(requests) == 6
     assert (workspace / "after.txt").exists()  # the session's own mode (auto) is back after /review
     assert "Read-only" not in _system(requests[4].body)
-    replayed = _step(result, 8)["texts"]["user"]
+    assert "Mode: auto" in _step(result, 8)["text"] and len(fake_llm.requests) == 6
+    replayed = _step(result, 9)["texts"]["user"]
     assert "/init" in replayed and "/review" in replayed and "The user typed" not in replayed
     assert "The user typed /review" in json.dumps(requests[4].body["messages"])  # the model keeps its prompt
 
