@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import llm_env
 from tests.e2e.test_session_config_e2e import AGENT, _current, _env, _select, _step
 from tests.fakes.llm_server import FakeLLMServer
+from tests.support.acp_process import AcpProcess, allow_kind
 from tests.support.exec_process import exec_env, run_piped
 from tests.support.sdk_clients import ScenarioResult, run_scenario
 
@@ -248,3 +250,38 @@ def test_exec_mode_auto_runs_a_command_without_a_terminal_and_read_only_refuses_
     assert (root / "notes.txt").read_text() == "keep\n"
     assert "read-only (Plan) mode" in _tool_results(fake_llm.requests[-1].body)[0]
     assert run_piped(["--mode", "full-access", "x"], env, root).status == 2  # not a mode: refused by the CLI
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("answer_first", [False, True])
+def test_an_allow_that_follows_a_switch_to_read_only_is_refused(
+    answer_first: bool, tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer, acp: Any
+) -> None:
+    """The client sends `session/set_mode read-only` and then its allow for the pending question, in that
+    order on the wire: the switch wins, whatever the timing (it is live before its first await, and the
+    gate judges again after the answer). The control (the allow first) shows the same client can run it."""
+    fake_llm.push(
+        {"tool_calls": [{"name": "run_shell", "arguments": {"command": "touch ran.txt"}}]},
+        {"text": "Done."},
+    )
+    proc: AcpProcess | None = None
+
+    def switch_then_allow(params: dict[str, Any]) -> dict[str, Any]:
+        assert proc is not None
+        if not answer_first:
+            proc.request("session/set_mode", {"sessionId": params["sessionId"], "modeId": "read-only"})
+        return allow_kind("allow_once")(params)
+
+    proc = acp(env=llm_env(fake_llm, "openai/gpt-4o-mini"), permission=switch_then_allow)
+    proc.initialize(1)
+    sid = proc.new_session(workspace)
+    done = proc.result("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "Touch it."}]})
+    assert done["stopReason"] == "end_turn"
+    assert len(proc.permission_requests) == 1
+    results = _tool_results(fake_llm.requests[-1].body)
+    if answer_first:
+        assert (workspace / "ran.txt").exists(), results
+        return
+    assert not (workspace / "ran.txt").exists(), results
+    assert "read-only (Plan) mode" in results[0]
+    proc.validate_schemas()

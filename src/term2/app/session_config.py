@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from term2.app.config import Settings
 from term2.app.session_models import SessionModels
-from term2.app.sessions import SessionRegistry
+from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.wires import NATIVE
 from term2.domain.approval import ApprovalMode
 from term2.domain.errors import InvalidInput, NotFound
@@ -171,10 +171,7 @@ class SessionConfig:
         if opened is None:
             raise NotFound(f"unknown or closed session: {session_id}")
         if config_id == MODE:
-            mode = chosen_mode(value)
-            await self._store.save(opened.session.with_mode(mode))
-            opened.session = opened.session.with_mode(mode)  # re-read: a turn may have saved it meanwhile
-            opened.access.mode = mode  # the gate's next call judges by it
+            await self._choose_mode(opened, chosen_mode(value))
             return self.selects(opened.session)
         current = self._models.choice(opened.session)
         if current is None:
@@ -186,6 +183,19 @@ class SessionConfig:
             await self._store.save(chosen)
             opened.session = opened.session.with_model(wanted.model, wanted.effort)
         return self.selects(opened.session)
+
+    async def _choose_mode(self, opened: OpenSession, mode: ApprovalMode) -> None:
+        """Live before the first await, so that the gate judges by it even an answer already on its way
+        (an allow that arrives after a switch to read-only is refused); back as it was if it cannot be saved."""
+        before = opened.access.mode
+        opened.access.mode = mode
+        opened.session = opened.session.with_mode(mode)
+        try:
+            await self._store.save(opened.session)
+        except BaseException:
+            opened.access.mode = before
+            opened.session = opened.session.with_mode(before)
+            raise
 
     def _chosen(self, current: ModelChoice, config_id: str, value: str) -> ModelChoice:
         if config_id == MODEL:

@@ -239,6 +239,8 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
         return "disconnected"
     if not ctx.interaction.is_current(revision):
         return "stale"  # the prompt was cancelled, settled or closed while the question was pending
+    if judged(invocation, ctx.access.workspace, ctx.approval_mode())[0] is Verdict.REFUSE:
+        return "read_only"  # the user chose read-only while the question was pending: that wins over the answer
     choice = decision.choice
     offered = {option.choice for option in options}
     if choice is not None and choice in offered and is_allow(choice):
