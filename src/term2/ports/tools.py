@@ -52,6 +52,9 @@ class ToolContext:
     client_files: ClientFiles | None = None
     # The turn's own approval mode (`/review` runs read-only); None: the session's live mode (ADR 0044).
     mode: ApprovalMode | None = None
+    # This call runs because a mode skipped its question (auto): its command's sandbox takes back what it
+    # makes of instruction files (ADR 0044). Set by the toolbox for the run only, never by a tool.
+    guard_instructions: bool = False
 
     def approval_mode(self) -> ApprovalMode:
         """The mode the gate judges this call by: the turn's, else the session's as it is now."""

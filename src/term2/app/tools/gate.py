@@ -193,6 +193,16 @@ def needs_approval(invocation: Invocation, workspace: Workspace, mode: ApprovalM
     return Verdict.REFUSE not in verdicts and Verdict.ASK in verdicts
 
 
+def skipped_question(invocation: Invocation, ctx: ToolContext) -> bool:
+    """Whether the mode let this call run without the question the workspace rule has for it (auto)."""
+    mode = ctx.approval_mode()
+    for part in invocation.parts or (invocation,):
+        judgement, asked = judged(part, ctx.access.workspace, mode)
+        if judgement is Verdict.RUN and asked is not None:
+            return True
+    return False
+
+
 async def authorize(invocation: Invocation, pending: ToolCall, ctx: ToolContext) -> DenialReason | None:
     """None when the call may run, otherwise why it may not.
 
