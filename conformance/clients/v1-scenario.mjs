@@ -15,7 +15,7 @@ const dialect = {
     clientInfo,
   }),
   // v1 requires mcpServers (may be empty).
-  newSessionParams: (cwd) => ({ cwd, mcpServers: [] }),
+  newSessionParams: (cwd, step) => ({ cwd, mcpServers: step?.mcpServers ?? [] }),
   permissionInfo: (params) => ({
     title: params.toolCall?.title ?? null,
     toolCallId: params.toolCall?.toolCallId ?? null,

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from term2.adapters.store import SqliteSessionStore
+from term2.domain.approval import ApprovalMode
 from term2.domain.errors import StoreUnavailable
 from term2.domain.history import AgentMessage, HistoryEntry, ToolStatus
 from term2.domain.session import Session
@@ -259,11 +260,13 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_sessions(tmp_path: Pa
     store = SqliteSessionStore(path)
     old = await store.get("s1")
     assert old is not None and old.title == "old" and (old.model, old.effort) == (None, None)
-    await store.save(old.with_model("anthropic/claude-sonnet-4-5", "high"))
+    assert old.mode is ApprovalMode.ASK  # schema 3 (ADR 0044): a session from before modes asks
+    await store.save(old.with_model("anthropic/claude-sonnet-4-5", "high").with_mode(ApprovalMode.AUTO))
     await store.aclose()
     again = SqliteSessionStore(path)
     kept = await again.get("s1")
     assert kept is not None and (kept.model, kept.effort) == ("anthropic/claude-sonnet-4-5", "high")
+    assert kept.mode is ApprovalMode.AUTO
     assert [s.session_id for s in (await again.list(None, None, 10)).sessions] == ["s1"]
     await again.aclose()
     conn = sqlite3.connect(path)

@@ -91,8 +91,9 @@ def test_a_reused_tool_call_id_keeps_every_call_live_replayed_and_loaded(tmp_pat
         try:
             c.initialize(1)
             assert set(c.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})) == {
-                "configOptions"
-            }  # v1's pickers (ADR 0043)
+                "configOptions",
+                "modes",
+            }  # v1's pickers and modes (ADR 0043, 0044)
             loaded = list(c.log)
             assert c.close() == 0
             c.validate_schemas()

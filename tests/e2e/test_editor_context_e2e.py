@@ -177,8 +177,9 @@ def test_session_load_replays_the_resource_as_it_came(zed: Agent) -> None:
     prompt(zed, sid, *blocks)
 
     assert set(zed.proc.result("session/load", {"sessionId": sid, "cwd": str(zed.root), "mcpServers": []})) == {
-        "configOptions"
-    }  # v1's pickers (ADR 0043)
+        "configOptions",
+        "modes",
+    }  # v1's pickers and modes (ADR 0043, 0044)
 
     replayed = [u["content"] for u in updates(zed.proc.log, "user_message_chunk")]
     assert replayed[-3:] == blocks

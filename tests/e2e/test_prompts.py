@@ -589,7 +589,7 @@ def test_v1_cancel_during_streaming_and_slow_model_then_prompt_again_and_load(v1
     assert text_of(updates(messages, "agent_message_chunk")) == "working again"
 
     loaded = client.call("session/load", {"sessionId": sid, "cwd": str(v1.workspace), "mcpServers": []})
-    assert set(loaded["result"]) == {"configOptions"}  # v1's pickers (ADR 0043)
+    assert set(loaded["result"]) == {"configOptions", "modes"}  # v1's pickers (ADR 0043)
     replayed = updates(of_session(client.log, sid))
     assert [u["sessionUpdate"] for u in replayed] == [
         "user_message_chunk",

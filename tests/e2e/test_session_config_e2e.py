@@ -198,6 +198,7 @@ def test_v2_offers_no_pickers_and_no_commands(tmp_path: Path, workspace: Path, f
         "new",
         {"op": "resume", "replay": False},
         {"op": "set_config_option", "configId": "model", "value": REASONING, "expectError": -32601},
+        {"op": "set_mode", "modeId": "auto", "expectError": -32601},  # no modes on v2 either (ADR 0044)
     ]
     result = _run(2, "1.4.0", tmp_path, "v2", env, workspace, steps)
     assert _step(result, 1)["configOptions"] is None and _step(result, 2)["configOptions"] is None
@@ -205,6 +206,7 @@ def test_v2_offers_no_pickers_and_no_commands(tmp_path: Path, workspace: Path, f
         if direction == "agent":
             assert "configOptions" not in json.dumps(message)
             assert "available_commands_update" not in json.dumps(message)
+            assert '"modes"' not in json.dumps(message) and "current_mode_update" not in json.dumps(message)
     lines = _agent_lines(result)
     replies = {}
     for direction, message in lines:
@@ -236,10 +238,11 @@ def test_exec_keeps_a_sessions_model_unless_its_command_line_names_another(
 
 
 @pytest.mark.timeout(240)
-def test_without_a_model_sessions_open_with_no_pickers(
+def test_without_a_model_sessions_open_with_only_the_mode_picker(
     tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
 ) -> None:
-    """As before the pickers: no model is an error of the first prompt, not of `session/new`."""
+    """As before the pickers: no model is an error of the first prompt, not of `session/new`; only the
+    approval mode, which needs no model, is offered."""
     env = _env(tmp_path, fake_llm)
     del env["TERM2_MODEL"]
     steps: list[Any] = [
@@ -248,4 +251,4 @@ def test_without_a_model_sessions_open_with_no_pickers(
         {"op": "set_config_option", "configId": "model", "value": REASONING, "expectError": -32602},
     ]
     result = _run(1, "2.4.0", tmp_path, "none", env, workspace, steps)
-    assert _step(result, 1)["configOptions"] == []
+    assert [o["id"] for o in _step(result, 1)["configOptions"]] == ["mode"]  # the mode needs no model (ADR 0044)

@@ -244,7 +244,7 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     c = acp(home=home)
     c.initialize(1)
     load_result = c.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
-    assert set(load_result) == {"configOptions"}  # the pickers, v1 only (ADR 0043)
+    assert set(load_result) == {"configOptions", "modes"}  # the pickers, v1 only (ADR 0043)
     loaded = _session_updates(c.log, sid)
     assert len(c.log) == len(loaded)
     v1_kinds = [u["sessionUpdate"] for u in loaded]
@@ -256,7 +256,7 @@ def test_a_session_outlives_its_process(acp, recorded: Recorded) -> None:
     assert v1_call["status"] == "completed"
     v1_diff = next(x for x in v1_call["content"] if x["type"] == "diff")
     assert v1_diff["path"] == os.path.join(root, "notes.txt") and v1_diff["newText"] == "hello\n"
-    assert set(c.result("session/resume", {"sessionId": sid, "cwd": str(workspace)})) == {"configOptions"}
+    assert set(c.result("session/resume", {"sessionId": sid, "cwd": str(workspace)})) == {"configOptions", "modes"}
     replayed = [u for u in _session_updates(c.log, sid) if u["sessionUpdate"] != "available_commands_update"]
     assert replayed == [], f"v1 session/resume replayed: {c.log}"  # the commands' update is no replay
     assert c.result("session/close", {"sessionId": sid}) == {}
@@ -537,8 +537,9 @@ def test_replay_truncates_huge_tool_output(acp, recorded: Recorded) -> None:
     v1 = acp(home=recorded.home)
     v1.initialize(1)
     assert set(v1.result("session/load", {"sessionId": sid, "cwd": str(recorded.workspace), "mcpServers": []})) == {
-        "configOptions"
-    }  # v1's pickers (ADR 0043)
+        "configOptions",
+        "modes",
+    }  # v1's pickers and modes (ADR 0043, 0044)
     call = next(u for u in _session_updates(v1.log, sid) if u["sessionUpdate"] == "tool_call")
     v1_text = _texts([c["content"] for c in call["content"] if c["type"] == "content"])
     assert "truncated" in v1_text and len(v1_text) < 64 * 1024

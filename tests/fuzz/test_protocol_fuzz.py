@@ -147,6 +147,7 @@ SESSION_METHODS_ALL = (
     "session/close",
     "session/prompt",
     "session/set_config_option",  # v1 only (ADR 0043)
+    "session/set_mode",  # v1 only (ADR 0044)
 )
 SURROGATES = ("\ud800", "\udbff", "\udc80", "\udfff")
 
@@ -473,7 +474,7 @@ def oracle(message: Any, version: int | None, in_batch: bool) -> Expect | None:
     if not valid_id(request_id):
         return Expect(None, {-32600}, batch=in_batch)
     known = method == "initialize" or method in SESSION_METHODS_ALL
-    if method in ("session/load", "session/set_config_option") and version == 2:
+    if method in ("session/load", "session/set_config_option", "session/set_mode") and version == 2:
         known = False
     if not known:
         return Expect(request_id, {-32601}, batch=in_batch)

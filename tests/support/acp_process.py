@@ -306,7 +306,7 @@ def replayed_by_a_new_process(
     try:
         proc.initialize(version)
         result = proc.result(method, params)
-        assert set(result) <= ({"configOptions"} if version == 1 else set()), result  # v1's pickers (ADR 0043)
+        assert set(result) <= ({"configOptions", "modes"} if version == 1 else set()), result  # v1's pickers (ADR 0043)
         sent = list(proc.log)
         assert proc.close() == 0
         check(proc)

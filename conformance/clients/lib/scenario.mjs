@@ -148,7 +148,14 @@ const STEPS = {
     const result = await env.ctx.request("session/new", dialect.newSessionParams(cwd, step));
     env.state.sessionId = result.sessionId;
     env.summary.sessionIds.push(result.sessionId);
-    return { sessionId: result.sessionId, configOptions: result.configOptions ?? null };
+    return { sessionId: result.sessionId, configOptions: result.configOptions ?? null, modes: result.modes ?? null };
+  },
+
+  // v1: session/set_mode {modeId} (the legacy modes, kept in sync with the `mode` config option).
+  async set_mode(env, _dialect, step) {
+    const sessionId = sid(env, step);
+    const result = await env.ctx.request("session/set_mode", { sessionId, modeId: step.modeId });
+    return { sessionId, result };
   },
 
   // v1: session/set_config_option {configId, value}; records the full set the agent answers.
@@ -252,7 +259,8 @@ const STEPS = {
     const d = digestUpdates(env.log.since(from).filter((e) => e.params.sessionId === sessionId));
     env.summary.replay = { method, updateKinds: d.kinds, texts: d.texts };
     const configOptions = result?.configOptions ?? null;
-    return { sessionId, method, updateKinds: d.kinds, texts: d.texts, configOptions };
+    const modes = result?.modes ?? null;
+    return { sessionId, method, updateKinds: d.kinds, texts: d.texts, configOptions, modes };
   },
 
   async load(env, dialect, step) {

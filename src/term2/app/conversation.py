@@ -72,15 +72,26 @@ def render_system_prompt(
     return text.rstrip("\n") + ("\n\n" + instructions if instructions else "") + "\n"
 
 
-def system_prompt(root: str, tools: tuple[ToolSpec, ...], instructions: str = "") -> str:
-    """The system message for a turn: the facts that vary (platform, today's date) filled in here."""
-    return render_system_prompt(
+PLANNING = """\
+# Read-only mode (planning)
+
+This turn runs in read-only mode: the user is planning with you. You can read and search; every edit, \
+write, command, program and MCP call is refused without the user being asked, and nothing changes. Do \
+not try them. Investigate, then answer with a concrete plan: the files and functions to change, how, in \
+what order, and how to check the result. The user switches the mode when they want the plan carried out."""
+
+
+def system_prompt(root: str, tools: tuple[ToolSpec, ...], instructions: str = "", *, planning: bool = False) -> str:
+    """The system message for a turn: the facts that vary (platform, today's date) filled in here; a
+    read-only turn (ADR 0044) is told it is planning, so the model does not spend it on refused calls."""
+    text = render_system_prompt(
         root=root,
         platform_name=f"{platform.system()} {platform.machine()}",
         today=date.today().isoformat(),
         tools=tools,
         instructions=instructions,
     )
+    return text + "\n" + PLANNING + "\n" if planning else text
 
 
 def _legacy(entry: HistoryEntry) -> ModelMessage | None:

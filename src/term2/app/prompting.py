@@ -16,7 +16,18 @@ import structlog
 
 from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
-from term2.app.commands import StatusFacts, command_of, compact_now, status_text
+from term2.app.commands import (
+    ANSWERED,
+    INIT_PROMPT,
+    Invoked,
+    StatusFacts,
+    compact_now,
+    invoked,
+    review_command,
+    review_prompt,
+    review_ref,
+    status_text,
+)
 from term2.app.compaction import Compactor
 from term2.app.conversation import model_transcript, system_prompt
 from term2.app.mcp.servers import McpSessions, SessionServers
@@ -25,7 +36,9 @@ from term2.app.metering import Meter
 from term2.app.session_models import ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.tools.locked_sandbox import LockedSandbox
+from term2.app.tools.paths import canonical_root
 from term2.app.transcript import Transcript
+from term2.domain.approval import ApprovalMode
 from term2.domain.content import ContentBlock, render_for_model
 from term2.domain.errors import NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
@@ -37,7 +50,7 @@ from term2.ports.client_files import ClientFiles
 from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import LLMError
 from term2.ports.outputs import OutputArchive
-from term2.ports.sandbox import Sandbox
+from term2.ports.sandbox import CommandRequest, Sandbox, SandboxFailed, SandboxUnavailable
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import ToolContext
 from term2.ports.updates import MessageChunk, SessionEvent, Spent, StateChanged, UpdateSink, UserMessageSent
@@ -167,7 +180,11 @@ class PromptService:
         meter.start(entries, setup.prices)  # again, now with the prices: costs too
         instructions = await opened.instructions.read()
         tools = setup.toolbox.specs()  # the system prompt names the built-in tools; MCP tools describe themselves
-        system = ChatMessage("system", system_prompt(session.cwd, tools, instructions))
+        command = invoked(prompt)
+        # /review's turn is read-only whatever the session's mode; any other turn follows the session's, live.
+        turn_mode = ApprovalMode.READ_ONLY if command is not None and command.name == "review" else None
+        planning = (turn_mode or opened.access.mode) is ApprovalMode.READ_ONLY
+        system = ChatMessage("system", system_prompt(session.cwd, tools, instructions, planning=planning))
         servers = self._mcp.servers(session.session_id) if self._mcp is not None else None
         toolbox = await session_toolbox(setup.toolbox, servers)
         key = cache_key(session.session_id)
@@ -175,10 +192,14 @@ class PromptService:
         transcript = Transcript(
             system, toolbox.specs(), messages, record, key, memory=opened.context, max_tokens=budget.max_output
         )
-        command = command_of(prompt)
-        if command is not None:
-            await self._command(command, opened, transcript, meter, setup, servers, approver, emit, record)
+        if command is not None and command.name in ANSWERED:
+            await self._command(command.name, opened, transcript, meter, setup, servers, approver, emit, record)
             return TurnOutcome(StopReason.END_TURN)
+        if command is not None:
+            asked = await self._model_command(command, session.cwd, emit, record)
+            if asked is None:
+                return TurnOutcome(StopReason.END_TURN)
+            text = asked  # the model's prompt; the user's words stay recorded (and replayed) as typed
         await transcript.add(ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,
@@ -191,6 +212,7 @@ class PromptService:
             self._outputs,
             client_files=client_files,
             folder_locks=self._folder_locks,
+            mode=turn_mode,
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)
@@ -220,11 +242,42 @@ class PromptService:
             effort = choice.effort if choice is not None else None
             reasons = bool(choice and self._models.efforts(choice.model))
             states = servers.states() if servers is not None else None
-            facts = StatusFacts(model, effort, reasons, setup.budget.window, states)
+            facts = StatusFacts(model, effort, reasons, setup.budget.window, states, opened.access.mode.value)
             answer = await status_text(facts, transcript, meter, self._sandbox)
         message = AgentMessage(new_id("msg"), answer)
         await emit(MessageChunk(message.message_id, message.text))
         await record(message)
+
+    async def _model_command(self, command: Invoked, root: str, emit: Emit, record: Record) -> str | None:
+        """The prompt /init or /review gives the model, or None when term2 answered the command itself."""
+        if command.name == "init":
+            return INIT_PROMPT
+        try:
+            ref = review_ref(command.argument)
+        except ValueError as exc:
+            message = AgentMessage(new_id("msg"), str(exc))
+            await emit(MessageChunk(message.message_id, message.text))
+            await record(message)
+            return None
+        shell = review_command(ref)
+        return review_prompt(ref, shell, await self._read_changes(shell, root))
+
+    async def _read_changes(self, shell: str, root: str) -> str:
+        """What /review's fixed git command prints, run in the sandbox (never outside it) without network."""
+        canonical = canonical_root(root)
+        request = CommandRequest(command=shell, root=canonical, cwd=canonical, timeout_s=60.0)
+
+        async def ignore(_data: bytes) -> None:
+            return None
+
+        try:
+            result = await self._sandbox.run(request, ignore)
+        except (SandboxUnavailable, SandboxFailed) as exc:
+            return f"(term2 could not read the changes: the sandbox did not run the command: {exc})"
+        text = result.output.decode("utf-8", errors="replace")
+        if result.exit_code != 0:
+            text += f"\n(the command ended with exit code {result.exit_code})"
+        return text
 
     async def _record_spending(self, meter: Meter, record: Record) -> Spent:
         """Keep the turn's usage in the history (the next turn's totals start from it)."""

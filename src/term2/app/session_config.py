@@ -1,4 +1,4 @@
-"""A session's configuration options, as an editor's pickers show them: the model and its effort (ADR 0043).
+"""A session's configuration options, as an editor's pickers show them: model, effort (ADR 0043), mode (0044).
 
 Protocol-neutral: the ACP adapter maps these selects onto `configOptions`. The
 model select offers what this user can call now: every model the
@@ -10,7 +10,8 @@ current model accepts and is absent for a model that takes none.
 A choice is checked before anything changes: a model that cannot be resolved
 is refused with the resolver's reason and the session stays as it was. An
 accepted one is saved with the session, so `load` and `resume` find it in this
-process or another, and applies from the session's next turn.
+process or another, and applies from the session's next turn. The approval
+mode applies from the next tool call: the gate reads it live (ADR 0044).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 
 from term2.app.config import Settings
 from term2.app.session_models import SessionModels
-from term2.app.sessions import SessionRegistry
+from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.wires import NATIVE
+from term2.domain.approval import ApprovalMode
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.model_choice import ModelChoice, model_name, model_provider
 from term2.domain.session import Session
@@ -29,6 +31,7 @@ from term2.ports.session_store import SessionStore
 
 MODEL = "model"
 EFFORT = "thought_level"
+MODE = "mode"
 NO_EFFORT = "default"  # the effort value that sends none: the model's own default
 
 # A few current models per provider, offered when the provider's key is present (ADR 0043).
@@ -58,6 +61,23 @@ EFFORT_NAMES: Mapping[str, str] = {
 class Choice:
     value: str
     name: str
+    description: str | None = None
+
+
+# The approval modes as the mode picker (and the legacy `modes`) offer them, `ask` first (ADR 0044).
+MODES: tuple[Choice, ...] = (
+    Choice(ApprovalMode.ASK.value, "Ask", "Asks before commands, and before anything outside the usual walls"),
+    Choice(
+        ApprovalMode.AUTO.value,
+        "Auto in the sandbox",
+        "Commands and programs run in the sandbox without network without asking; everything else still asks",
+    ),
+    Choice(
+        ApprovalMode.READ_ONLY.value,
+        "Plan (read-only)",
+        "Reads and searches only: edits, commands and MCP calls are refused, nothing changes",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,15 +142,18 @@ class SessionConfig:
         self._env = env
 
     def selects(self, session: Session) -> tuple[Select, ...]:
-        """The session's pickers; none without a model (nothing to pick from or to)."""
+        """The session's pickers: the mode always; the model and effort only with a model to pick from."""
+        mode = Select(
+            MODE, "Mode", MODE, session.mode.value, "Which questions term2 asks before a tool runs", (), MODES
+        )
         choice = self._models.choice(session)
         if choice is None:
-            return ()
+            return (mode,)
         groups = offered_models(self._settings, self._env, choice.model)
         model = Select(MODEL, "Model", MODEL, choice.model, "The model this session's next turn runs", groups)
         efforts = self._models.efforts(choice.model)
         if not efforts:
-            return (model,)
+            return (model, mode)
         values = (NO_EFFORT, *efforts)
         effort = Select(
             EFFORT,
@@ -140,13 +163,16 @@ class SessionConfig:
             "How hard the model reasons before it answers",
             choices=tuple(Choice(v, EFFORT_NAMES.get(v, v)) for v in values),
         )
-        return (model, effort)
+        return (model, effort, mode)
 
     async def choose(self, session_id: str, config_id: str, value: str) -> tuple[Select, ...]:
         """Apply one choice and answer the full set; a refused choice leaves the session as it was."""
         opened = self._registry.get(session_id)
         if opened is None:
             raise NotFound(f"unknown or closed session: {session_id}")
+        if config_id == MODE:
+            await self._choose_mode(opened, chosen_mode(value))
+            return self.selects(opened.session)
         current = self._models.choice(opened.session)
         if current is None:
             raise InvalidInput("no model is configured, so there is nothing to switch from")
@@ -158,6 +184,19 @@ class SessionConfig:
             opened.session = opened.session.with_model(wanted.model, wanted.effort)
         return self.selects(opened.session)
 
+    async def _choose_mode(self, opened: OpenSession, mode: ApprovalMode) -> None:
+        """Live before the first await, so that the gate judges by it even an answer already on its way
+        (an allow that arrives after a switch to read-only is refused); back as it was if it cannot be saved."""
+        before = opened.access.mode
+        opened.access.mode = mode
+        opened.session = opened.session.with_mode(mode)
+        try:
+            await self._store.save(opened.session)
+        except BaseException:
+            opened.access.mode = before
+            opened.session = opened.session.with_mode(before)
+            raise
+
     def _chosen(self, current: ModelChoice, config_id: str, value: str) -> ModelChoice:
         if config_id == MODEL:
             if not value.strip():
@@ -168,4 +207,13 @@ class SessionConfig:
                 return current.with_effort(None if value == NO_EFFORT else value, self._models.efforts(current.model))
             except ValueError as exc:
                 raise InvalidInput(str(exc)) from None
-        raise InvalidInput(f"unknown config option {config_id!r} (term2 has {MODEL!r} and {EFFORT!r})")
+        raise InvalidInput(f"unknown config option {config_id!r} (term2 has {MODEL!r}, {EFFORT!r} and {MODE!r})")
+
+
+def chosen_mode(value: str) -> ApprovalMode:
+    """A mode the user picked; anything else is refused, never read as another mode."""
+    try:
+        return ApprovalMode(value)
+    except ValueError:
+        names = ", ".join(m.value for m in ApprovalMode)
+        raise InvalidInput(f"unknown mode {value!r}; term2's modes are {names}") from None

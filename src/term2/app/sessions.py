@@ -116,7 +116,7 @@ class SessionRegistry:
         current = self._open.get(session.session_id)
         if current is not None:
             return current
-        opened = OpenSession(session, SessionAccess(session.cwd), ProjectInstructions(session.cwd))
+        opened = OpenSession(session, SessionAccess(session.cwd, session.mode), ProjectInstructions(session.cwd))
         self._open[session.session_id] = opened
         return opened
 

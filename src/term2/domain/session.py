@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from term2.domain.approval import ApprovalMode
 from term2.domain.truncation import ellipsize
 
 
@@ -30,6 +31,7 @@ class Session:
     # before sessions kept a model), effort None: none sent, the model's own default.
     model: str | None = None
     effort: str | None = None
+    mode: ApprovalMode = ApprovalMode.ASK  # which questions the gate skips (ADR 0044); ask in older sessions
 
     def touched(self, now: datetime) -> Session:
         return replace(self, updated_at=now)
@@ -48,6 +50,9 @@ class Session:
 
     def with_model(self, model: str, effort: str | None) -> Session:
         return replace(self, model=model, effort=effort)
+
+    def with_mode(self, mode: ApprovalMode) -> Session:
+        return replace(self, mode=mode)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import PurePosixPath
 
-from term2.domain.approval import Choice
+from term2.domain.approval import ApprovalMode, Choice
 from term2.domain.footholds import is_secret_file
 from term2.domain.instructions import is_instruction_file
 from term2.domain.paths import is_within
@@ -146,10 +146,15 @@ class Workspace:
 
 
 class SessionAccess:
-    """The live workspace of one open session; grants accumulate until reset or close."""
+    """The live workspace of one open session; grants accumulate until reset or close.
 
-    def __init__(self, root: str) -> None:
+    The approval mode lives here too, read by the gate on every call: a switch back to `ask` in the
+    middle of a turn stops `auto`'s skipped questions from the next call on, not the next turn.
+    """
+
+    def __init__(self, root: str, mode: ApprovalMode = ApprovalMode.ASK) -> None:
         self.workspace = Workspace(root)
+        self.mode = mode
 
     def grant(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> None:
         self.workspace = self.workspace.granted(choice, resolved, folder_of, access)

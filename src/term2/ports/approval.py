@@ -30,7 +30,7 @@ class ApprovalRequest:
 
 
 DenialReason = Literal[
-    "rejected", "cancelled", "unknown_option", "malformed", "disconnected", "stale", "no_interaction"
+    "rejected", "cancelled", "unknown_option", "malformed", "disconnected", "stale", "no_interaction", "read_only"
 ]
 
 

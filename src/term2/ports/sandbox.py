@@ -36,6 +36,10 @@ class CommandRequest:
     # The hosts the user approved for this one command (ADR 0030). None: no network at all, only the
     # namespace's own loopback. Set: still that namespace, plus term2's filtering proxy for these hosts.
     network: NetworkGrant | None = None
+    # The command runs without the user having been asked (the `auto` mode, ADR 0044): the project's
+    # instruction files are read-only for it, and any it creates or replaces is quarantined after it,
+    # so that no unasked command can steer later sessions (a change the user allowed is only reported).
+    guard_instructions: bool = False
 
 
 @dataclass(frozen=True, slots=True)

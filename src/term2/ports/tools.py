@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from term2.domain.approval import ApprovalMode
 from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
@@ -53,6 +54,15 @@ class ToolContext:
     # Keeps sandboxed programs and editor requests on the same folders apart (ADR 0038); None: the editor
     # is never asked (nothing would keep a program from moving the path under it).
     folder_locks: FolderLocks | None = None
+    # The turn's own approval mode (`/review` runs read-only); None: the session's live mode (ADR 0044).
+    mode: ApprovalMode | None = None
+    # This call runs because a mode skipped its question (auto): its command's sandbox takes back what it
+    # makes of instruction files (ADR 0044). Set by the toolbox for the run only, never by a tool.
+    guard_instructions: bool = False
+
+    def approval_mode(self) -> ApprovalMode:
+        """The mode the gate judges this call by: the turn's, else the session's as it is now."""
+        return self.mode if self.mode is not None else self.access.mode
 
 
 class Toolbox(Protocol):

@@ -124,6 +124,14 @@ SET_CONFIG_OPTION = Request[SetConfigOption](
 )
 
 
+class SetMode(TypedDict):
+    sessionId: str
+    modeId: str
+
+
+SET_MODE = Request[SetMode]({"sessionId": STR, "modeId": STR})
+
+
 class Prompt(TypedDict):
     sessionId: str
     prompt: list[dict[str, Any]]

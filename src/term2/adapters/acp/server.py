@@ -33,10 +33,12 @@ SESSION_METHODS = frozenset(
         "session/close",
         "session/prompt",
         "session/set_config_option",
+        "session/set_mode",
     }
 )
 V2_ONLY: frozenset[str] = frozenset()
-V1_ONLY = frozenset({"session/load", "session/set_config_option"})  # v2's page has no pickers (ADR 0043)
+# v2's page has no pickers and no modes (ADR 0043, 0044)
+V1_ONLY = frozenset({"session/load", "session/set_config_option", "session/set_mode"})
 
 log = structlog.get_logger("term2.acp")
 

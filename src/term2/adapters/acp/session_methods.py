@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
@@ -101,6 +102,7 @@ class SessionMethods:
         if self._version == 1:
             table["session/load"] = self.load
             table["session/set_config_option"] = self.set_config_option
+            table["session/set_mode"] = self.set_mode
         return table
 
     async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse | AfterReply:
@@ -152,9 +154,14 @@ class SessionMethods:
         self._add_options(loaded, opened.session)
         return await self._with_servers(opened.session.session_id, servers, loaded)
 
-    async def set_config_option(self, params: Any) -> v1.SetSessionConfigOptionResponse:
-        """v1 only: change the model or the effort; the answer is the full set (ADR 0043)."""
-        from term2.adapters.acp.config_options import config_options
+    async def set_config_option(self, params: Any) -> v1.SetSessionConfigOptionResponse | AfterReply:
+        """v1 only: change the model, the effort or the mode; the answer is the full set (ADR 0043).
+
+        A mode changed here is told as `current_mode_update` too, after the reply, for a client that
+        shows the legacy modes (ADR 0044).
+        """
+        from term2.adapters.acp.config_options import config_options, mode_update
+        from term2.app.session_config import MODE
 
         args = p.parse(p.SET_CONFIG_OPTION, params, "session/set_config_option")
         if self._config is None:
@@ -165,8 +172,35 @@ class SessionMethods:
                 INVALID_PARAMS,
                 "Invalid params for session/set_config_option: value must be a value id (term2's options are selects)",
             )
-        selects = await self._config.choose(args["sessionId"], args["configId"], value)
-        return {"configOptions": config_options(selects)}
+        session_id = args["sessionId"]
+        selects = await self._config.choose(session_id, args["configId"], value)
+        answer: v1.SetSessionConfigOptionResponse = {"configOptions": config_options(selects)}
+        update = mode_update(session_id, selects) if args["configId"] == MODE else None
+        if update is None:
+            return answer
+        return AfterReply(answer, partial(self._tell, update))
+
+    async def set_mode(self, params: Any) -> AfterReply:
+        """v1 only, for clients that know modes and not config options: the same three modes as the
+        `mode` select (ADR 0044); the change is told as `config_option_update`, after the reply."""
+        from term2.adapters.acp.config_options import options_update
+        from term2.app.session_config import MODE
+
+        args = p.parse(p.SET_MODE, params, "session/set_mode")
+        if self._config is None:
+            raise RpcError(INVALID_PARAMS, "Invalid params for session/set_mode: no modes here")
+        session_id = args["sessionId"]
+        selects = await self._config.choose(session_id, MODE, args["modeId"])
+        answer: dict[str, object] = {}  # SetSessionModeResponse: no fields
+        return AfterReply(answer, partial(self._tell, options_update(session_id, selects)))
+
+    async def _tell(self, update: v1.SessionNotification) -> None:
+        if self._notify is None:
+            return
+        try:
+            await self._notify("session/update", update)
+        except Exception:  # the client went away; nothing else to tell
+            return
 
     def _offers_config(self) -> bool:
         return self._version == 1 and self._config is not None
@@ -174,11 +208,15 @@ class SessionMethods:
     def _add_options(self, result: Mapping[str, object], session: Session) -> None:
         """v1's `configOptions` on a new, loaded or resumed session; the shared v1/v2 literal is typed
         as v2's first, which has no such field, so the v1 value is typed on its own."""
-        from term2.adapters.acp.config_options import config_options
+        from term2.adapters.acp.config_options import config_options, mode_state
 
         if self._config is not None and self._version == 1:
-            options: builtins.list[v1.SessionConfigOption] = config_options(self._config.selects(session))
+            selects = self._config.selects(session)
+            options: builtins.list[v1.SessionConfigOption] = config_options(selects)
             cast(dict[str, object], result)["configOptions"] = options
+            modes = mode_state(selects)
+            if modes is not None:  # the same mode, for clients that know only the legacy modes (ADR 0044)
+                cast(dict[str, object], result)["modes"] = modes
 
     def _v2_only(self, mcp: builtins.list[Any] | None) -> builtins.list[Any] | None:
         """v2 refuses MCP servers as its page says; v1 connects them (ADR 0023)."""

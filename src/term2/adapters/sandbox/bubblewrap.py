@@ -60,6 +60,7 @@ from term2.adapters.sandbox.tree_scan import (
     ScanIncomplete,
     TreeScan,
     instruction_notice,
+    quarantine_instructions,
     quarantine_plants,
     refuse_incomplete,
     scan_after,
@@ -223,7 +224,8 @@ class BubblewrapSandbox:
             before = await anyio.to_thread.run_sync(
                 _scan_before, self.trees, root, self._limits.scan_entries, identity.host_root
             )
-            plan = plan_protection(before, self._mask_material())
+            guard = request.guard_instructions
+            plan = plan_protection(before, self._mask_material(), guard_instructions=guard)
             use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
             notices: list[str] = []
             try:
@@ -232,7 +234,7 @@ class BubblewrapSandbox:
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
                     notices = await anyio.to_thread.run_sync(
-                        _clean_up, self.trees, root, before, self._limits.scan_entries, identity.host_root
+                        _clean_up, self.trees, root, before, self._limits.scan_entries, identity.host_root, guard
                     )
             return replace(result, notices=result.notices + tuple(notices))
 
@@ -426,7 +428,9 @@ def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> Command
     raise SandboxFailed(f"the sandbox could not start the command: {message}")
 
 
-def _clean_up(trees: TreeWatches, root: str, before: TreeScan, limit: int, host_root: bool) -> list[str]:
+def _clean_up(
+    trees: TreeWatches, root: str, before: TreeScan, limit: int, host_root: bool, guard: bool = False
+) -> list[str]:
     """After every run: quarantine planted git metadata, report changed instruction files and, for
     host-root runs, strip setid bits.
 
@@ -442,9 +446,11 @@ def _clean_up(trees: TreeWatches, root: str, before: TreeScan, limit: int, host_
     if changed:
         _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
     notices = quarantine_plants(root, before, after)
+    if guard:  # nobody was asked about this command: what it made of an instruction file is taken back
+        notices += quarantine_instructions(root, before, after)
     for notice in notices:
         _log.warning("sandbox.quarantined", root=root, notice=notice)
-    instructions = instruction_notice(root, before, after)
+    instructions = None if guard else instruction_notice(root, before, after)
     if instructions is not None:
         _log.warning("sandbox.instructions_changed", root=root, notice=instructions)
         notices.append(instructions)

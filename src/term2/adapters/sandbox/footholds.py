@@ -125,9 +125,17 @@ def _is_empty_dir(path: str) -> bool:
         return False
 
 
-def plan_protection(scan: TreeScan, masks: MaskMaterial) -> ProtectionPlan:
-    """Mount arguments that pin git metadata read-only and mask ``.env`` files found by ``scan``."""
+def plan_protection(scan: TreeScan, masks: MaskMaterial, *, guard_instructions: bool = False) -> ProtectionPlan:
+    """Mount arguments that pin git metadata read-only and mask ``.env`` files found by ``scan``; with
+    ``guard_instructions`` (a command nobody was asked about, ADR 0044), every instruction file that is a
+    regular file is pinned read-only too (a mount point: writing fails with EROFS, renaming or removing
+    it with EBUSY). What such a command creates or swaps in is quarantined after it (tree_scan)."""
     plan = ProtectionPlan()
+    if guard_instructions:
+        for path in sorted(scan.instructions):
+            st = _lstat(path)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                plan.args += ["--ro-bind", path, path]
     for link in scan.secret_links:
         _refuse_symlink(link, _lstat(link))
     _plan_git(scan.root, masks, plan)

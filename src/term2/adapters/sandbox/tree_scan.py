@@ -191,6 +191,48 @@ def instruction_changes(before: TreeScan, after: TreeScan) -> list[tuple[str, st
     return sorted(changes, key=lambda change: change[1])
 
 
+def quarantine_instructions(root: str, before: TreeScan, after: TreeScan) -> list[str]:
+    """After a command nobody was asked about (ADR 0044): rename away every instruction file it created or
+    replaced, so that none steers a later session; one notice for the model and the user."""
+    moved: list[str] = []
+    failed: list[str] = []
+    removed: list[str] = []
+    for what, path in instruction_changes(before, after):
+        if what == "removed":  # nothing to take back (a pinned file cannot be removed, only its folder moved)
+            removed.append(shown_path(os.path.relpath(path, root)))
+            continue
+        try:
+            fd = open_below(root, os.path.dirname(path))
+        except OSError as exc:
+            failed.append(f"{shown_path(os.path.relpath(path, root))} ({exc.strerror})")
+            continue
+        try:
+            name = os.path.basename(path)
+            taken = set(os.listdir(fd))
+            target, n = name + QUARANTINE_SUFFIX, 1
+            while target in taken:
+                n += 1
+                target = f"{name}{QUARANTINE_SUFFIX}-{n}"
+            os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
+            moved.append(f"{shown_path(os.path.relpath(path, root))} -> {shown_path(target)}")
+        except OSError as exc:
+            failed.append(f"{shown_path(os.path.relpath(path, root))} ({exc.strerror})")
+        finally:
+            os.close(fd)
+    if not moved and not failed and not removed:
+        return []
+    text = (
+        "term2 quarantined project instruction files this command wrote without the user being asked (auto "
+        f"mode): {'; '.join(moved[:NOTICE_PATHS]) or 'none'}. Their text would have steered every later session; "
+        "write AGENTS.md with write_file instead, which asks the user."
+    )
+    if failed:
+        text += f" It could not quarantine: {'; '.join(failed[:NOTICE_PATHS])}."
+    if removed:
+        text += f" Removed by the command (tell the user): {'; '.join(removed[:NOTICE_PATHS])}."
+    return [text]
+
+
 def shown_path(path: str) -> str:
     """`path` as a notice shows it: quoted when it holds a control or line-breaking character, so a name
     cannot end the notice early or forge a line of its own."""

@@ -50,6 +50,9 @@ class InMemorySessionStore:
             title=stored.title,
             state=stored.state,
             updated_at=stored.updated_at,
+            model=stored.model,
+            effort=stored.effort,
+            mode=stored.mode,
         )
 
     async def append(self, session_id: str, entry: HistoryEntry) -> None:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 BUSY_TIMEOUT_S: Final = 10.0
 SECRET_KEY: Final = "cursor_secret"
 
@@ -74,6 +74,8 @@ _SCHEMA_V2: Final = (
     "ALTER TABLE sessions ADD COLUMN model TEXT",
     "ALTER TABLE sessions ADD COLUMN effort TEXT",
 )
+# Version 3: the approval mode (ADR 0044); NULL in older rows: ask.
+_SCHEMA_V3: Final = ("ALTER TABLE sessions ADD COLUMN mode TEXT",)
 
 
 class SchemaTooNew(sqlite3.DatabaseError):
@@ -205,6 +207,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
             )
         if version < 2:
             for statement in _SCHEMA_V2:
+                conn.execute(statement)
+        if version < 3:
+            for statement in _SCHEMA_V3:
                 conn.execute(statement)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

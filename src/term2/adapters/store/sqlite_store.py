@@ -48,6 +48,7 @@ from term2.adapters.store.codec import (
 )
 from term2.adapters.store.cursor import CursorSigner, Keyset
 from term2.adapters.store.sqlite_schema import is_writable, open_database
+from term2.domain.approval import approval_mode
 from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
 from term2.domain.history import HistoryEntry, entry_key
 from term2.domain.session import Session, SessionPage, SessionState
@@ -56,7 +57,7 @@ T = TypeVar("T")
 
 HISTORY_BATCH: Final = 200
 
-_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at, model, effort"
+_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at, model, effort, mode"
 
 # One statement per (cwd filter?, cursor?) combination, so each can use its
 # index for both the filter and the ORDER BY instead of an "? IS NULL OR ..."
@@ -79,11 +80,12 @@ _TAIL_SQL: Final = "SELECT seq, body FROM history WHERE session_id = ? AND seq >
 
 
 def _session_from_row(row: Sequence[object]) -> Session:
-    session_id, cwd, title, state, created_at, updated_at, model, effort = row
+    session_id, cwd, title, state, created_at, updated_at, model, effort, mode = row
     assert isinstance(session_id, str) and isinstance(cwd, str)
     assert title is None or isinstance(title, str)
     assert model is None or isinstance(model, str)
     assert effort is None or isinstance(effort, str)
+    assert mode is None or isinstance(mode, str)
     assert isinstance(state, str)
     assert isinstance(created_at, int) and isinstance(updated_at, int)
     return Session(
@@ -95,6 +97,7 @@ def _session_from_row(row: Sequence[object]) -> Session:
         state=SessionState(state),
         model=model,
         effort=effort,
+        mode=approval_mode(mode),  # unknown (a newer term2's) or none: ask, the mode that asks everything
     )
 
 
@@ -179,11 +182,12 @@ class SqliteSessionStore:
             to_micros(session.updated_at),
             session.model,
             session.effort,
+            session.mode.value,
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 8)}) ON CONFLICT (id) DO NOTHING",
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 9)}) ON CONFLICT (id) DO NOTHING",
                 row,
             )
             if cursor.rowcount == 0:
@@ -205,12 +209,14 @@ class SqliteSessionStore:
             to_micros(session.updated_at),
             session.model,
             session.effort,
+            session.mode.value,
             session.session_id,
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ? WHERE id = ?",
+                "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ?, mode = ?"
+                " WHERE id = ?",
                 values,
             )
             if cursor.rowcount == 0:

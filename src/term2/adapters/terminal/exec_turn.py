@@ -36,6 +36,7 @@ class ExecRequest:
     # choice (ADR 0043) unless the command line names another.
     model: str | None = None
     effort: str | None = None
+    mode: str | None = None  # `--mode` as given (ADR 0044); like the model, a resumed session keeps its own
 
 
 Choose = Callable[[str, str, str], Awaitable[object]]  # (session id, config id, value): the pickers' use case
@@ -96,6 +97,8 @@ async def run_exec(
             await choose(session_id, "model", request.model)
         if request.effort:
             await choose(session_id, "thought_level", request.effort)
+    if choose is not None and request.mode:
+        await choose(session_id, "mode", request.mode)
     interrupts = Interrupts(lambda: prompts.cancel(session_id), leave, view)
     refused: Term2Error | None = None
     async with anyio.create_task_group() as tg:

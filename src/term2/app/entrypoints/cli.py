@@ -46,6 +46,11 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
 @click.option("--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
 @click.option("--provider", metavar="PROVIDER", help="Provider name, e.g. openai, anthropic, ollama_chat.")
 @click.option("--effort", metavar="EFFORT", help="Reasoning effort: " + ", ".join(EFFORTS) + ".")
+@click.option(
+    "--mode",
+    type=click.Choice(["ask", "auto", "read-only"]),
+    help="Approval mode: ask (default), auto (sandboxed commands without network run unasked), read-only.",
+)
 @click.option("--cd", "cd", metavar="DIR", help="The session's folder (default: here); unsafe roots are refused.")
 @click.option("--resume", metavar="ID", help="Continue the session ID (made here or in an editor).")
 @click.option("--continue", "newest", is_flag=True, help="Continue the newest session in the folder.")
@@ -56,6 +61,7 @@ def exec_(
     model: str | None,
     provider: str | None,
     effort: str | None,
+    mode: str | None,
     cd: str | None,
     resume: str | None,
     newest: bool,
@@ -65,7 +71,9 @@ def exec_(
     """Run one turn on PROMPT (`-` or none: read stdin) in a session, then exit.
 
     On a terminal the turn is drawn as it happens and approvals are asked
-    there; without one, every approval is refused (no flag approves anything).
+    there; without one, every approval is refused (no flag approves anything:
+    --mode auto only skips the question of a command run in the sandbox
+    without network, and --mode read-only refuses every change).
     Into a pipe, stdout is the final answer; with --json, the update stream.
     Exit status: 0 end of turn, 1 error, 2 refused before the turn (command
     line, folder, session), 3 refusal, 4 max tokens, 5 max turn requests,
@@ -75,7 +83,7 @@ def exec_(
 
     if resume and newest:
         raise click.UsageError("--resume and --continue cannot be used together")
-    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose)
+    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode)
     launch_exec(options, os.environ)
 
 

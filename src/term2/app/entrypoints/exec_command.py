@@ -49,6 +49,7 @@ class ExecOptions:
     newest: bool = False
     json: bool = False
     verbose: bool = False
+    mode: str | None = None  # --mode: ask, auto or read-only (ADR 0044); None: ask, or a resumed session's own
 
 
 def refuse(message: str, extra: tuple[str, ...] = (), status: int = exit_status.USAGE) -> NoReturn:
@@ -208,7 +209,13 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
     configure_logging(log_level(settings, options, env))
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
     request = ExecRequest(
-        prompt, cwd, resume=options.resume, newest=options.newest, model=options.model, effort=options.effort
+        prompt,
+        cwd,
+        resume=options.resume,
+        newest=options.newest,
+        model=options.model,
+        effort=options.effort,
+        mode=options.mode,
     )
     view, approver, tty = compose(options, stdin_answers)
     try:

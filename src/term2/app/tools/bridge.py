@@ -75,7 +75,16 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
     # No editor reads or writes: the program runs beside its nested calls and could swap a path for a symlink
     # between term2's check and the editor's act, which (unlike a descriptor) would follow it (ADR 0024).
     return ToolContext(
-        ctx.session_id, ctx.access, approver, ctx.sandbox, emit, record, ctx.interaction, ctx.outputs, client_files=None
+        ctx.session_id,
+        ctx.access,
+        approver,
+        ctx.sandbox,
+        emit,
+        record,
+        ctx.interaction,
+        ctx.outputs,
+        client_files=None,
+        mode=ctx.mode,
     )
 
 

@@ -1,5 +1,10 @@
 """Decide whether a prepared call may run: the workspace rule, then the user.
 
+The session's approval mode (ADR 0044) is applied here, call by call, to what
+the workspace rule asks (domain ``verdict``): `auto` skips only the question of
+a no-network command in the sandbox, `read-only` refuses anything that could
+change something before anyone is asked.
+
 Fail closed: the call runs only when the rule needs no approval, or the
 approver returns an allow choice that was actually offered, for a prompt that
 is still the live one. Anything else, including an approver that raises, a
@@ -23,9 +28,13 @@ from term2.app.tools.base import Invocation
 from term2.app.tools.names import said, shown
 from term2.domain.approval import (
     PERMISSION_KINDS,
+    ApprovalMode,
+    CallKind,
     OptionKind,
+    Verdict,
     is_allow,
     offered_options,
+    verdict,
 )
 from term2.domain.history import ToolCall
 from term2.domain.visible_text import visible
@@ -43,6 +52,11 @@ DENIAL_TEXT: dict[DenialReason, str] = {
     "disconnected": "The client disconnected before answering the approval request",
     "stale": "The approval request became stale before it was answered",
     "no_interaction": "No client can answer approval requests for this session",
+    "read_only": (
+        "The session is in read-only (Plan) mode: edits, writes, commands, programs and MCP calls are refused "
+        "without asking, and nothing was changed. Read and search to plan, and describe the change instead; the "
+        "user can switch the mode to make it"
+    ),
 }
 
 VERBS = {
@@ -137,17 +151,59 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     return None
 
 
-def needs_approval(invocation: Invocation, workspace: Workspace) -> bool:
-    return any(question(part, workspace) is not None for part in invocation.parts or (invocation,))
+def call_kind(invocation: Invocation, root: str) -> CallKind:
+    """What a call (or one part of it) does, as the modes judge it; anything unsure is OTHER, never skipped."""
+    if invocation.remote is not None or invocation.access is Access.CALL:
+        return CallKind.REMOTE
+    if invocation.network is not None or invocation.access is Access.NETWORK:
+        return CallKind.NETWORK
+    if invocation.access is Access.EXECUTE:
+        return (
+            CallKind.SANDBOXED
+            if invocation.command is not None and is_within(invocation.target, root)
+            else (CallKind.OTHER)
+        )
+    if invocation.access is Access.EDIT:
+        return CallKind.EDIT
+    if invocation.access is Access.READ and invocation.command is None:
+        return CallKind.READ
+    return CallKind.OTHER
+
+
+def judged(invocation: Invocation, workspace: Workspace, mode: ApprovalMode) -> tuple[Verdict, Access | None]:
+    """The mode's verdict on one call (or part) and the question the workspace rule has for it."""
+    asked = question(invocation, workspace)
+    return verdict(mode, call_kind(invocation, workspace.root), asked=asked is not None), asked
+
+
+def needs_approval(invocation: Invocation, workspace: Workspace, mode: ApprovalMode = ApprovalMode.ASK) -> bool:
+    """Whether the user will be asked about the call (a refused call is not asked)."""
+    parts = invocation.parts or (invocation,)
+    verdicts = [judged(part, workspace, mode)[0] for part in parts]
+    return Verdict.REFUSE not in verdicts and Verdict.ASK in verdicts
+
+
+def skipped_question(invocation: Invocation, ctx: ToolContext) -> bool:
+    """Whether the mode let this call run without the question the workspace rule has for it (auto)."""
+    mode = ctx.approval_mode()
+    for part in invocation.parts or (invocation,):
+        judgement, asked = judged(part, ctx.access.workspace, mode)
+        if judgement is Verdict.RUN and asked is not None:
+            return True
+    return False
 
 
 async def authorize(invocation: Invocation, pending: ToolCall, ctx: ToolContext) -> DenialReason | None:
     """None when the call may run, otherwise why it may not.
 
     A call that touches several files (apply_patch) is judged file by file, each asked in its own words, and
-    the first denial denies the whole call: nothing runs unless every file it touches is allowed.
+    the first denial denies the whole call: nothing runs unless every file it touches is allowed. A part the
+    mode refuses refuses the whole call before any part is asked.
     """
-    for part in invocation.parts or (invocation,):
+    parts = invocation.parts or (invocation,)
+    if any(judged(part, ctx.access.workspace, ctx.approval_mode())[0] is Verdict.REFUSE for part in parts):
+        return "read_only"
+    for part in parts:
         denial = await _authorize_one(part, pending, ctx)
         if denial is not None:
             return denial
@@ -156,8 +212,10 @@ async def authorize(invocation: Invocation, pending: ToolCall, ctx: ToolContext)
 
 async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolContext) -> DenialReason | None:
     workspace = ctx.access.workspace
-    asked = question(invocation, workspace)
-    if asked is None:
+    judgement, asked = judged(invocation, workspace, ctx.approval_mode())
+    if judgement is Verdict.REFUSE:
+        return "read_only"  # the mode may have changed while an earlier part was asked
+    if judgement is Verdict.RUN or asked is None:
         return None
     options = offered_options(workspace.choices_for(asked))
     revision = ctx.interaction.current()
@@ -181,6 +239,8 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
         return "disconnected"
     if not ctx.interaction.is_current(revision):
         return "stale"  # the prompt was cancelled, settled or closed while the question was pending
+    if judged(invocation, ctx.access.workspace, ctx.approval_mode())[0] is Verdict.REFUSE:
+        return "read_only"  # the user chose read-only while the question was pending: that wins over the answer
     choice = decision.choice
     offered = {option.choice for option in options}
     if choice is not None and choice in offered and is_allow(choice):

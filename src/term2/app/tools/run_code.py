@@ -100,6 +100,7 @@ class RunCode:
             output_limit=OUTPUT_LIMIT,
             bridge_fd=theirs.fileno(),
             network=network,
+            guard_instructions=ctx.guard_instructions,  # the program's own writes; its nested calls are judged apart
         )
         stream = UnixStream(ours)  # not anyio's: see term2.support.unix_stream
         failure: SandboxUnavailable | SandboxFailed | None = None

@@ -130,6 +130,7 @@ class RunShell:
             timeout_s=timeout,
             output_limit=SANDBOX_OUTPUT_LIMIT,
             network=network,
+            guard_instructions=ctx.guard_instructions,
         )
         try:
             result = await ctx.sandbox.run(request, forward)

@@ -11,6 +11,7 @@ records and emits `cancelled` (shielded) before the cancellation propagates.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import anyio
 import structlog
@@ -20,7 +21,7 @@ from term2.app.tools.args import ArgumentError, parse_arguments
 from term2.app.tools.base import Invocation, Outcome, Runner, Tool
 from term2.app.tools.edit import EditFile, MultiEdit, WriteFile
 from term2.app.tools.failure import ToolFailed
-from term2.app.tools.gate import authorize, denial_message, needs_approval
+from term2.app.tools.gate import authorize, denial_message, needs_approval, skipped_question
 from term2.app.tools.lifecycle import CallTracker
 from term2.app.tools.listing import Glob, ListDir
 from term2.app.tools.names import said, shown
@@ -82,7 +83,7 @@ class WorkspaceToolbox:
             return False
         if invocation.access is not Access.READ or invocation.command is not None:
             return False
-        return not needs_approval(invocation, ctx.access.workspace)
+        return not needs_approval(invocation, ctx.access.workspace, ctx.approval_mode())
 
     async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
         tracker = CallTracker(call.call_id, ctx)
@@ -117,6 +118,8 @@ class WorkspaceToolbox:
             invocation.title, kind, args, invocation.locations, await _proposed(invocation, ctx)
         )
         denial = await authorize(invocation, pending, ctx)
+        # Judged with no await since authorize returned: the mode that let the call through unasked.
+        unasked = denial is None and skipped_question(invocation, ctx)
         if denial is not None:
             # A denied call fails, whatever the reason (a client's "cancelled"
             # answer included): the turn goes on. A cancelled turn never gets
@@ -124,7 +127,8 @@ class WorkspaceToolbox:
             return await tracker.fail(denial_message(denial))
 
         await tracker.progress(invocation.content_on_start(call.call_id))
-        outcome = await self._run(tool, invocation.run, ctx, call.call_id)
+        run_ctx = replace(ctx, guard_instructions=True) if unasked else ctx
+        outcome = await self._run(tool, invocation.run, run_ctx, call.call_id)
         status = ToolStatus.FAILED if outcome.failed else ToolStatus.COMPLETED
         # Shielded: the tool has acted. A cancel arriving now must not report (and record) as
         # cancelled a change that was made; it takes effect once the outcome is told.
@@ -148,7 +152,7 @@ class WorkspaceToolbox:
 
 async def _proposed(invocation: Invocation, ctx: ToolContext) -> tuple[ToolOutput, ...]:
     """The change a call that needs approval would make, for the user to review before deciding."""
-    if invocation.preview is None or not needs_approval(invocation, ctx.access.workspace):
+    if invocation.preview is None or not needs_approval(invocation, ctx.access.workspace, ctx.approval_mode()):
         return ()
     return await anyio.to_thread.run_sync(invocation.preview, abandon_on_cancel=True)
 
