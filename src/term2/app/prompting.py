@@ -87,6 +87,12 @@ class PromptService:
         opened.turn.admit(session_id)
         return opened
 
+    def check_credentials(self, session_id: str) -> None:
+        """NotAuthenticated when the session's model has no key (an unknown session is admit's to refuse)."""
+        opened = self._registry.get(session_id)
+        if opened is not None:
+            self._models.check_credentials(opened.session)
+
     def release(self, opened: OpenSession) -> None:
         """Give the slot back when preparation failed and no turn will run."""
         opened.turn.settle()
@@ -119,11 +125,11 @@ class PromptService:
         try:
             with scope:
                 outcome = await self._turn(opened, prompt, emit, record, approver, meter, client_files)
-        except LLMError as exc:
-            log.warning("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
+        except LLMError as exc:  # the user is told through the turn itself: the log keeps it, stderr stays quiet
+            log.info("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
         except Term2Error as exc:
-            log.warning("turn failed", session_id=session_id, error=str(exc))
+            log.info("turn failed", session_id=session_id, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
         except Exception as exc:
             log.exception("turn failed", session_id=session_id)

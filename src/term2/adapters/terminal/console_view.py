@@ -136,6 +136,10 @@ class ConsoleView:
         self._print(Text(drawing.shown(text), style="yellow"))
 
     def finish(self, ended: Ended) -> None:
+        if ended.error is not None and self.message_id is not None and self.text.endswith(ended.error):
+            # term2's own failure report: plain text, so `<provider>/<model>` is not taken for markup
+            self.message_id, self.text, self.thought = None, "", False
+            self._print(Text(f"error: {drawing.shown(ended.error)}", style="red"))
         self._end_message()
         self._stop()
         self.console.print(drawing.summary(ended.stop_reason.value.lstrip("_"), ended.spent, self._context))

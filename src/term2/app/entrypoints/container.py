@@ -27,6 +27,7 @@ from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
 from term2.app.entrypoints.lean_imports import import_lean
+from term2.app.first_run import check_credentials
 from term2.app.mcp.servers import McpLimits, McpSessions
 from term2.app.provider_settings import provider_settings
 from term2.app.session_config import SessionConfig
@@ -125,6 +126,7 @@ def _session_models(
         default_settings=default_settings,
         default_llm=default_llm,
         default_toolbox=default_toolbox,
+        credentials=lambda chosen: check_credentials(chosen, env),
     )
     return SessionModels(settings, parts)
 
@@ -166,9 +168,12 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
-    """term2's own data and configuration: hidden from commands, never inside a workspace."""
+    """term2's own data, configuration and logs: hidden from commands, never inside a workspace."""
+    from term2.adapters.logging_setup import log_dir
+
     config = config_path(env)
-    return (str(settings.data_dir(env)), str(config.parent if config.parent.name == "term2" else config))
+    configured = str(config.parent if config.parent.name == "term2" else config)
+    return (str(settings.data_dir(env)), configured, str(log_dir(env)))
 
 
 class Container(containers.DeclarativeContainer):
