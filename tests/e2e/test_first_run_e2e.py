@@ -146,6 +146,11 @@ def test_a_wrong_key_is_said_once(fresh: Fresh) -> None:
     assert ran.returncode == 1
     assert ran.stdout == ""
     one_error_line(ran.stderr, "Incorrect API key provided")
+    assert fresh.stored_sessions() == 0  # no model answered: nothing worth keeping
+    ran = fresh.term2("exec", "--json", "hi", env=fresh.keyed())
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert (ran.returncode, result["stopReason"], result["sessionId"]) == (1, "error", None)
+    assert fresh.stored_sessions() == 0
 
 
 def test_a_server_that_is_down_is_said_once_without_retry_noise(fresh: Fresh) -> None:
@@ -156,6 +161,7 @@ def test_a_server_that_is_down_is_said_once_without_retry_noise(fresh: Fresh) ->
     ran = fresh.term2("exec", "hi", env=env)
     assert ran.returncode == 1
     one_error_line(ran.stderr, f"127.0.0.1:{port}")
+    assert fresh.stored_sessions() == 0
 
 
 def test_a_server_that_never_answers_is_bounded_by_the_configured_timeout(fresh: Fresh) -> None:
@@ -172,6 +178,7 @@ def test_a_server_that_never_answers_is_bounded_by_the_configured_timeout(fresh:
         ran = fresh.term2("exec", "hi", env=env)
     assert ran.returncode == 1
     one_error_line(ran.stderr, f"127.0.0.1:{port}")
+    assert fresh.stored_sessions() == 0
 
 
 # --- exec's basics ---------------------------------------------------------------------
@@ -218,6 +225,15 @@ def test_a_closed_pipe_ends_quietly(fresh: Fresh) -> None:
     assert json.loads(head.stdout)["type"] == "update"
     assert status == 141, stderr
     assert stderr == ""
+
+
+def test_a_turn_that_failed_after_the_model_answered_keeps_its_session(fresh: Fresh) -> None:
+    """Only a turn no model answered is not kept: one that failed half-way holds work worth resuming."""
+    fresh.llm.push({"text": "a b c d e", "error_after": 2})
+    ran = fresh.term2("exec", "--json", "go", env=fresh.keyed(TERM2_RETRY_MAX_ATTEMPTS="1"))
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert (ran.returncode, result["stopReason"]) == (1, "error")
+    assert result["sessionId"].startswith("sess_") and fresh.stored_sessions() == 1
 
 
 def test_sessions_lists_them_and_resume_last_continues_the_newest(fresh: Fresh) -> None:
@@ -292,6 +308,23 @@ def test_acp_on_a_terminal_says_what_it_is_and_quits_on_ctrl_c(fresh: Fresh) -> 
         shell.expect('term2 exec "explain this repository"')
         shell.send(b"\x03")
         assert shell.wait() == 130
+        assert "Traceback" not in shell.text()
+    finally:
+        shell.kill()
+
+
+def test_acp_on_a_terminal_still_serves_a_client_that_speaks(fresh: Fresh) -> None:
+    shell = PtyAcp(fresh.keyed(), fresh.root)
+    try:
+        shell.expect("this is the Agent Client Protocol server an editor starts")
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+        shell.send(json.dumps(hello).encode() + b"\n")
+        shell.expect('"protocolVersion":1')
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}
+        shell.send(json.dumps(listing).encode() + b"\n")
+        shell.expect('"sessions":[]')  # answered by the server itself, which watches for Ctrl-C by now
+        shell.send(b"\x03")  # a clean exit, as on SIGTERM
+        assert shell.wait() == 0
         assert "Traceback" not in shell.text()
     finally:
         shell.kill()

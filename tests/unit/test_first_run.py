@@ -36,7 +36,9 @@ def test_the_first_provider_in_the_table_wins_and_a_given_model_is_kept() -> Non
 
 
 def test_no_key_names_the_variables_and_a_missing_key_names_its_own() -> None:
-    with pytest.raises(CredentialsMissing, match=r"^no model and no API key: set OPENAI_API_KEY \(or ANTHROPIC"):
+    with pytest.raises(
+        CredentialsMissing, match=r"^no model configured and no API key: set OPENAI_API_KEY \(or ANTHROPIC"
+    ):
         check_credentials(Settings(), {})
     with pytest.raises(
         CredentialsMissing, match=r"^anthropic/claude-sonnet-4-5 needs an API key: set ANTHROPIC_API_KEY$"

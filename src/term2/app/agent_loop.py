@@ -254,6 +254,7 @@ async def _stream_response(
     stream = llm.stream(transcript.request())
     try:
         async for event in stream:
+            meter.answered = True
             if isinstance(event, TextDelta):
                 if event.text:
                     response.text.append(event.text)

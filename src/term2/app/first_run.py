@@ -90,8 +90,8 @@ def _custom_base(provider: str, settings: Settings, env: Mapping[str, str]) -> s
 def no_model_message() -> str:
     names = key_variables()
     return (
-        f"no model and no API key: set {names[0]} (or {', '.join(names[1:])}), "
-        "or give --model PROVIDER/MODEL; see `term2 doctor`"
+        f"no model configured and no API key: set {names[0]} (or {', '.join(names[1:])}), "
+        "or give --model PROVIDER/MODEL; see term2 doctor"
     )
 
 

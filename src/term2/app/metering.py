@@ -24,6 +24,7 @@ class Meter:
         self.turn = TokenUsage()
         self.reported = False  # whether the provider reported any usage this turn
         self.requests = 0  # model requests this turn (`term2 exec --json`'s `turns`)
+        self.answered = False  # whether any model answered anything this turn (an event of a stream)
 
     def start(self, history: Iterable[HistoryEntry], prices: Prices | None) -> None:
         """Take the session's totals so far from its recorded turns."""

@@ -56,6 +56,7 @@ class TurnOutcome:
     stop_reason: StopReason
     error: str | None = None
     spent: Spent | None = None
+    answered: bool = True  # False: no model answered anything (a key refused, a server down or silent)
 
 
 class PromptService:
@@ -138,7 +139,7 @@ class PromptService:
             with anyio.CancelScope(shield=True):
                 if outcome.error is not None:
                     await self._report_failure(outcome.error, emit, record)
-                outcome = replace(outcome, spent=await self._record_spending(meter, record))
+                outcome = replace(outcome, spent=await self._record_spending(meter, record), answered=meter.answered)
                 await self._settle(opened, outcome, emit)
         return outcome
 

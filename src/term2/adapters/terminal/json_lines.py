@@ -39,7 +39,7 @@ def result_of(ended: Ended, usage: RenderUsage, text: str = "", duration_ms: int
     result: dict[str, Any] = {
         "type": "result",
         "stopReason": stop,
-        "sessionId": ended.session_id,
+        "sessionId": ended.session_id if ended.kept else None,
         "text": text,
         "durationMs": duration_ms,
         "turns": spent.requests if spent is not None else 0,
