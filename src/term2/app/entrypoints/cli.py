@@ -42,31 +42,7 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
     launch_acp(_raw_args(provider, model, effort, ctx.args), os.environ)
 
 
-EXEC_EPILOG = """\b
-Examples:
-  term2 exec "explain this repository"
-  git diff | term2 exec "review this change"
-  term2 exec -m anthropic/claude-sonnet-4-5 -C ~/src/app "why does the build fail?"
-  term2 exec --json "list the TODOs" | jq -r 'select(.type=="result") | .text'
-  term2 exec -o answer.md "summarise README.md"
-  term2 exec --resume last "now add tests for it"
-  term2 sessions
-
-\b
-Environment:
-  OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...
-                     the provider's key; without --model the first one set picks the model
-  TERM2_MODEL        the model, as --model takes it
-  TERM2_CONFIG       the config file (default ~/.config/term2/config.toml)
-  TERM2_HOME         where sessions are stored (default ~/.local/share/term2)
-  TERM2_LOG_LEVEL    debug, info, warning or error, on stderr and in the log file
-  TERM2_REQUEST_TIMEOUT, TERM2_RETRY_MAX_ATTEMPTS
-                     seconds one model request may take; attempts per request
-  XDG_STATE_HOME     the log file is $XDG_STATE_HOME/term2/term2.log (~/.local/state/term2/)
-"""
-
-
-@cli.command(name="exec", epilog=EXEC_EPILOG)
+@cli.command(name="exec")
 @click.argument("prompt", required=False)
 @click.option("-m", "--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
 @click.option("--provider", metavar="PROVIDER", help="Provider name, e.g. openai, anthropic, ollama_chat.")
@@ -100,6 +76,28 @@ def exec_(
     line, configuration, no model or key, folder, session), 3 refusal, 4 max
     tokens, 5 max turn requests, 130 cancelled (Ctrl-C; a second Ctrl-C quits
     at once), 141 stdout's reader went away.
+
+    \b
+    Examples:
+      term2 exec "explain this repository"
+      git diff | term2 exec "review this change"
+      term2 exec -m anthropic/claude-sonnet-4-5 -C ~/src/app "why does the build fail?"
+      term2 exec --json "list the TODOs" | jq -r 'select(.type=="result") | .text'
+      term2 exec -o answer.md "summarise README.md"
+      term2 exec --resume last "now add tests for it"
+      term2 sessions
+
+    \b
+    Environment:
+      OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...
+                         the provider's key; without --model the first one set picks the model
+      TERM2_MODEL        the model, as --model takes it
+      TERM2_CONFIG       the config file (default ~/.config/term2/config.toml)
+      TERM2_HOME         where sessions are stored (default ~/.local/share/term2)
+      TERM2_LOG_LEVEL    debug, info, warning or error, on stderr and in the log file
+      TERM2_REQUEST_TIMEOUT, TERM2_RETRY_MAX_ATTEMPTS
+                         seconds one model request may take; attempts per request
+      XDG_STATE_HOME     the log file is $XDG_STATE_HOME/term2/term2.log (~/.local/state/term2/)
     """
     from term2.app.entrypoints.exec_command import ExecOptions, launch_exec
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import anyio
 
 from term2.app.config import ConfigError, Settings, config_path, load_settings
+from term2.domain.usage import Prices
 
 PROBE = "Reply with the single word: ok"
 PROBE_MAX_TOKENS = 16
+PROBE_TOKENS_IN = 16  # the probe's words and the chat template's few tokens around them
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +111,19 @@ async def _probe(settings: Settings, env: Mapping[str, str], host: str, say: Say
     """One request of a few tokens through the adapter a turn uses, bounded by request_timeout."""
     from term2.app.entrypoints.container import build_container
     from term2.domain.transcript import ChatMessage
-    from term2.ports.llm import CompletionRequest, Finished, LLMError
+    from term2.ports.llm import CompletionRequest, Finished, IncompleteResponse, LLMError
 
     container = build_container(settings, dict(env))
     llm = container.llm()
     request = CompletionRequest((ChatMessage("user", PROBE),), max_tokens=PROBE_MAX_TOKENS)
+    cost = _cost(container.llm_settings().prices)
     try:
         with anyio.fail_after(settings.request_timeout + 5):
             async for event in llm.stream(request):
                 if isinstance(event, Finished):
                     break
+    except IncompleteResponse:  # cut by the tiny cap (a model that reasons first): it answered all the same
+        pass
     except LLMError as exc:
         say(Check("endpoint", False, f"{host}: {exc}", _fix_for(exc, settings)))
         return False
@@ -136,10 +141,18 @@ async def _probe(settings: Settings, env: Mapping[str, str], host: str, say: Say
         Check(
             "endpoint",
             True,
-            f"{host} answered (one request: ~{len(PROBE) // 4 + 8} tokens in, at most {PROBE_MAX_TOKENS} out)",
+            f"{host} answered (one request: ~{PROBE_TOKENS_IN} tokens in, at most {PROBE_MAX_TOKENS} out{cost})",
         )
     )
     return True
+
+
+def _cost(prices: Prices | None) -> str:
+    """The most the probe can cost at the catalog's prices (USD per token), when they are known."""
+    if prices is None:
+        return ""
+    most = PROBE_TOKENS_IN * prices.input + PROBE_MAX_TOKENS * prices.output
+    return f", at most ${most:.6f}"
 
 
 def _fix_for(exc: Exception | None, settings: Settings) -> str:
