@@ -293,6 +293,17 @@ def test_an_ordinary_acp_turn_with_a_command_and_an_mcp_server_leaves_stderr_emp
     assert (fresh.log_file.stat().st_mode & 0o777, fresh.log_file.parent.stat().st_mode & 0o777) == (0o600, 0o700)
 
 
+def test_the_log_folder_is_never_a_workspace(fresh: Fresh) -> None:
+    """A workspace holding the logs would let its commands read what every session logged."""
+    state = fresh.home / ".local" / "state"
+    (state / "term2").mkdir(parents=True, mode=0o700)
+    for folder in (state, state / "term2"):
+        ran = fresh.term2("exec", "-C", str(folder), "hi", env=fresh.keyed())
+        assert ran.returncode == 2, ran.stderr
+        assert "cannot be a workspace" in ran.stderr
+    assert not fresh.llm.requests
+
+
 def test_acp_v1_without_a_key_answers_the_prompt_with_auth_required(fresh: Fresh, tmp_path: Path) -> None:
     proc = AcpProcess(tmp_path, env=fresh.env(TERM2_LOG_LEVEL=""), home=fresh.home / "store")
     try:
