@@ -44,7 +44,8 @@ class Fresh:
             for k, v in os.environ.items()
             if not k.startswith(("TERM2_", "XDG_", "OPENAI_", "ANTHROPIC_", "HOSTED_VLLM_")) and k not in KEYS
         }
-        env.update(HOME=str(self.home), PYTHONUNBUFFERED="1")
+        # Empty counts as unset: the XDG defaults under HOME, even where a helper copies os.environ first.
+        env.update(HOME=str(self.home), PYTHONUNBUFFERED="1", XDG_STATE_HOME="", XDG_CONFIG_HOME="", XDG_DATA_HOME="")
         env.update(extra)
         return env
 
