@@ -51,7 +51,8 @@ class Fresh:
 
     def keyed(self, **extra: str) -> dict[str, str]:
         """The README's one key, with the OpenAI base URL pointed at the fake server."""
-        return self.env(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=self.llm.base_url + "/v1", **extra)
+        keys = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": self.llm.base_url + "/v1", **extra}
+        return self.env(**keys)
 
     def term2(
         self, *args: str, env: dict[str, str], stdin: str = "", timeout: float = 90
@@ -143,10 +144,13 @@ def test_a_self_hosted_model_without_its_url_and_a_missing_config_are_named(fres
 
 def test_a_wrong_key_is_said_once(fresh: Fresh) -> None:
     fresh.llm.configure(require_key="sk-right")
-    ran = fresh.term2("exec", "hi", env=fresh.keyed())
+    wrong = "sk-test-wrong-0123456789"
+    ran = fresh.term2("exec", "hi", env=fresh.keyed(OPENAI_API_KEY=wrong))
     assert ran.returncode == 1
     assert ran.stdout == ""
     one_error_line(ran.stderr, "Incorrect API key provided")
+    logged = fresh.log_file.read_text()
+    assert "Incorrect API key provided: sk-" in logged and wrong not in logged  # the body, masked as OpenAI does
     assert fresh.stored_sessions() == 0  # no model answered: nothing worth keeping
     ran = fresh.term2("exec", "--json", "hi", env=fresh.keyed())
     result = json.loads(ran.stdout.splitlines()[-1])

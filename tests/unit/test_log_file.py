@@ -102,3 +102,15 @@ def test_nothing_reaches_stdout_whatever_the_level(tmp_path: Path, capsys: pytes
     assert captured.out == "" and "deep" in captured.err and "library says" in captured.err
     said = [json.loads(line) for line in log_file(env).read_text().splitlines()]
     assert [(line["event"], line.get("logger")) for line in said] == [("deep", None), ("library says", "some.library")]
+
+
+def test_keys_are_replaced_wherever_a_line_would_carry_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A provider that quotes the refused key whole, or a library printing headers, leaks nothing."""
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    key = "sk-live-0123456789abcdef"
+    configure_logging(None, env, secrets=(key, "short"))
+    structlog.get_logger("term2.test").warning("provider error response", body=f"bad key {key}", word="short")
+    logging.getLogger("httpx").warning("Authorization: Bearer %s", key)
+    said = capsys.readouterr().err + log_file(env).read_text()
+    assert key not in said and said.count("[redacted]") == 4
+    assert '"word": "short"' in said  # too short to be a key: left alone

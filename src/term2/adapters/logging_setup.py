@@ -19,7 +19,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -124,22 +124,45 @@ class _Library(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+MIN_SECRET = 8  # shorter values are not keys, and hiding them would garble ordinary words
+
+
+class Redact:
+    """Every occurrence of a secret (the API keys term2 read) replaced in a rendered line.
+
+    A provider's error body may quote the key it refused, and a library may
+    print a request's headers: whatever a line says, the key's value never
+    reaches stderr or the file.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+    def __call__(self, line: str) -> str:
+        for secret in self._secrets:
+            line = line.replace(secret, "[redacted]")
+        return line
+
+
 class _FanOut:
     """structlog's last processor: each event rendered once per destination whose level it reaches."""
 
-    def __init__(self, stderr_level: int, console: Any, file: logging.Handler | None, file_level: int) -> None:
+    def __init__(
+        self, stderr_level: int, console: Any, file: logging.Handler | None, file_level: int, redact: Redact
+    ) -> None:
         self._stderr_level = stderr_level
         self._console = console
         self._file = file
         self._file_level = file_level
+        self._redact = redact
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         level = _number(str(event.get("level", "info")))
         if self._file is not None and level >= self._file_level:
-            line = json.dumps(event, default=str)
+            line = self._redact(json.dumps(event, default=str))
             self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": level}))
         if level >= self._stderr_level:
-            sys.stderr.write(self._console(logger, method, dict(event)) + "\n")
+            sys.stderr.write(self._redact(self._console(logger, method, dict(event))) + "\n")
             sys.stderr.flush()
         raise _structlog_drop()
 
@@ -149,15 +172,21 @@ def _structlog_drop() -> BaseException:
 
 
 def configure_logging(
-    level_name: str | None = None, env: Mapping[str, str] | None = None, *, stderr_level: str | None = None
+    level_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    stderr_level: str | None = None,
+    secrets: Iterable[str] = (),
 ) -> Path | None:
     """Set up both destinations; answer the log file's path (None when there is none).
 
     ``level_name`` is TERM2_LOG_LEVEL (Settings.log_level): given, it sets both
     destinations; None keeps the defaults (warnings on stderr, info in the
     file). ``stderr_level`` overrides stderr alone (`term2 exec --verbose`).
-    ``env`` None means no file (a command that only prints).
+    ``env`` None means no file (a command that only prints). ``secrets`` are
+    replaced wherever a line would carry them (`Redact`).
     """
+    redact = Redact(secrets)
     structlog = _import_structlog()
     to_stderr = _number(stderr_level or level_name or DEFAULT_STDERR_LEVEL)
     to_file = _number(level_name or DEFAULT_FILE_LEVEL)
@@ -166,11 +195,12 @@ def configure_logging(
         structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
     stderr_handler = logging.StreamHandler(sys.stderr)
+    stderr_handler.setFormatter(_Redacting(redact))
     stderr_handler.setLevel(max(to_stderr, logging.WARNING))  # libraries stay quiet unless they warn
     root = logging.getLogger()
     root.handlers[:] = [stderr_handler]
     if handler is not None:
-        root.addHandler(_LibraryHandler(handler))  # one handler, one lock: whichever record reaches it rotates
+        root.addHandler(_LibraryHandler(handler, redact))  # one handler, one lock: whichever record reaches it rotates
     root.setLevel(logging.WARNING)
     structlog.configure(
         processors=[
@@ -179,7 +209,7 @@ def configure_logging(
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _add_pid,
             structlog.processors.format_exc_info,
-            _FanOut(to_stderr, console, handler, to_file),
+            _FanOut(to_stderr, console, handler, to_file, redact),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(min(to_stderr, to_file if handler else to_stderr)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
@@ -191,14 +221,26 @@ def configure_logging(
 class _LibraryHandler(logging.Handler):
     """Hands libraries' warnings to the file's handler, formatted as term2's own lines."""
 
-    def __init__(self, file: logging.Handler) -> None:
+    def __init__(self, file: logging.Handler, redact: Redact) -> None:
         super().__init__(logging.WARNING)
         self._file = file
         self._format = _Library()
+        self._redact = redact
 
     def emit(self, record: logging.LogRecord) -> None:
-        line = self._format.format(record)
+        line = self._redact(self._format.format(record))
         self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": record.levelno}))
+
+
+class _Redacting(logging.Formatter):
+    """Libraries' lines on stderr, as stdlib formats them, with the secrets replaced."""
+
+    def __init__(self, redact: Redact) -> None:
+        super().__init__()
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
 
 
 def _add_pid(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

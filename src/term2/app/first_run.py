@@ -87,6 +87,13 @@ def _custom_base(provider: str, settings: Settings, env: Mapping[str, str]) -> s
     return next((env[name] for name in endpoint.base_env if env.get(name)), None) if endpoint else None
 
 
+def key_values(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Every API key term2 may read: the logs replace them wherever a line would carry one (ADR 0045)."""
+    names = {n for names in KEY_ENV.values() for n in names}
+    names |= {c.api_key_env for c in settings.providers.values() if c.api_key_env}
+    return tuple(env[n] for n in sorted(names) if env.get(n))
+
+
 def no_model_message() -> str:
     names = key_variables()
     return (

@@ -121,7 +121,9 @@ def _settings() -> Settings:
         settings = load_settings(os.environ)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    configure_logging(settings.log_level)
+    from term2.app.first_run import key_values
+
+    configure_logging(settings.log_level, secrets=key_values(settings, os.environ))
     return settings
 
 

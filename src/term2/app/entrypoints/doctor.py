@@ -50,7 +50,9 @@ def run_doctor(env: Mapping[str, str], offline: bool, say: Say) -> bool:
     except ConfigError as exc:
         say(Check("config", False, str(exc), "fix the file or variable named above"))
         return False
-    configure_logging(settings.log_level)  # stderr only: doctor's own output is what it prints
+    from term2.app.first_run import key_values
+
+    configure_logging(settings.log_level, secrets=key_values(settings, env))  # stderr only: doctor prints the rest
     config = config_path(env)
     say(Check("config", True, f"{config}" if config.exists() else f"{config} (absent: the defaults apply)"))
     say(Check("log file", True, str(log_file(env))))

@@ -151,10 +151,8 @@ def _read_stdin() -> str:
 
 def stderr_level(settings: Settings, options: ExecOptions) -> str | None:
     """term2's own logs share the terminal with the turn: warnings only (the log file has the rest),
-    unless asked for with --verbose or TERM2_LOG_LEVEL."""
-    if settings.log_level:
-        return None
-    return "info" if options.verbose else None
+    unless asked for with --verbose (TERM2_LOG_LEVEL, when set, rules both)."""
+    return "info" if options.verbose and not settings.log_level else None
 
 
 READER_GONE = 141  # as a process killed by SIGPIPE reports it to a shell (128 + 13)
@@ -238,8 +236,10 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
     from term2.adapters.logging_setup import configure_logging
     from term2.adapters.terminal.exec_turn import ExecRequest
     from term2.app.entrypoints.startup_log import log_start
+    from term2.app.first_run import key_values
 
-    configure_logging(settings.log_level, env, stderr_level=stderr_level(settings, options))
+    secrets = key_values(settings, env)
+    configure_logging(settings.log_level, env, stderr_level=stderr_level(settings, options), secrets=secrets)
     log_start("exec", settings, env)
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
     last = options.resume == "last"  # --resume last: the newest session in the folder, as --continue

@@ -90,8 +90,9 @@ def _launch(settings: Settings, env: Mapping[str, str]) -> None:
         version, reply, client = early
         _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
+    from term2.app.first_run import key_values
 
-    configure_logging(settings.log_level, env)  # before any module imports structlog
+    configure_logging(settings.log_level, env, secrets=key_values(settings, env))  # before structlog is imported
     from term2.app.entrypoints.startup_log import log_start
 
     log_start("acp", settings, env, protocol_version=version)
