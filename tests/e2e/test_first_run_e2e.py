@@ -116,6 +116,65 @@ def test_the_readme_first_screen_with_only_the_openai_key_answers(fresh: Fresh) 
     assert ran.stderr == ""
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_first_screen() -> list[str]:
+    """The README's first `sh` block, the commands a new user copies."""
+    text = (REPO / "README.md").read_text()
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_first_screen_commands_as_written(fresh: Fresh) -> None:
+    """Both commands run as the README writes them (`.venv/bin/term2` being this checkout's), by a shell, with
+    only the key its `export` line names: `exec` answers, and `acp` serves an editor's first prompt."""
+    lines = readme_first_screen()
+    exported = [line for line in lines if line.startswith("export ")]
+    assert [line.split("=", 1)[0] for line in exported] == ["export OPENAI_API_KEY"]
+    (exec_line,) = [line for line in lines if " exec " in line]
+    (acp_line,) = [line for line in lines if line.endswith(" acp")]
+    assert exec_line == '.venv/bin/term2 exec "explain this repository"'
+    env = fresh.keyed()
+    shell_line = exec_line.replace(".venv/bin/term2", str(REPO / ".venv" / "bin" / "term2"))
+    ran = subprocess.run(["sh", "-c", shell_line], capture_output=True, text=True, env=env, cwd=fresh.root, timeout=90)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "echo: explain this repository\n", "")
+
+    acp = subprocess.Popen(
+        ["sh", "-c", acp_line.replace(".venv/bin/term2", str(REPO / ".venv" / "bin" / "term2"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=fresh.root,
+    )
+    assert acp.stdin is not None and acp.stdout is not None and acp.stderr is not None
+
+    def ask(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert acp.stdin is not None and acp.stdout is not None
+        acp.stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode())
+        acp.stdin.write(b"\n")
+        acp.stdin.flush()
+        while True:
+            message = json.loads(acp.stdout.readline())
+            if message.get("id") == request_id and "method" not in message:
+                return message["result"]  # type: ignore[no-any-return]
+
+    try:
+        ask(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        sid = ask(2, "session/new", {"cwd": str(fresh.root), "mcpServers": []})["sessionId"]
+        answer = ask(3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]})
+        assert answer["stopReason"] == "end_turn"
+        acp.stdin.close()
+        assert acp.wait(30) == 0
+        assert acp.stderr.read() == b""
+    finally:
+        if acp.poll() is None:
+            acp.kill()
+            acp.wait()
+    assert [r.body["model"] for r in fresh.llm.requests] == ["gpt-5", "gpt-5"]  # the key's default, both ways
+
+
 def test_no_key_is_one_plain_line_naming_the_variable_exit_2_and_no_session(fresh: Fresh) -> None:
     ran = fresh.term2("exec", "explain this repository", env=fresh.env())
     assert ran.returncode == 2, ran.stderr
