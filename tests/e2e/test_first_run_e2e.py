@@ -465,3 +465,7 @@ def test_doctor_checks_a_first_run_end_to_end(fresh: Fresh) -> None:
     assert none.returncode == 1
     assert "model: FAILED: none configured and no key found (fix: set one of OPENAI_API_KEY" in none.stdout
     assert "sandbox (bubblewrap): ok" in none.stdout  # the other checks are still made
+
+    unwritable = fresh.term2("doctor", "--offline", env=fresh.keyed(XDG_STATE_HOME=str(fresh.root / "README.md")))
+    assert unwritable.returncode == 1
+    assert f"log file: FAILED: {fresh.root}/README.md/term2/term2.log (fix: make " in unwritable.stdout

@@ -43,7 +43,7 @@ Say = Callable[[Check], None]
 
 def run_doctor(env: Mapping[str, str], offline: bool, say: Say) -> bool:
     """Every check, said as it is made; False when any failed (the sandbox's are made even then)."""
-    from term2.adapters.logging_setup import configure_logging, log_file
+    from term2.adapters.logging_setup import configure_logging, log_file, open_log_file
 
     try:
         settings = load_settings(env)
@@ -55,8 +55,12 @@ def run_doctor(env: Mapping[str, str], offline: bool, say: Say) -> bool:
     configure_logging(settings.log_level, secrets=key_values(settings, env))  # stderr only: doctor prints the rest
     config = config_path(env)
     say(Check("config", True, f"{config}" if config.exists() else f"{config} (absent: the defaults apply)"))
-    say(Check("log file", True, str(log_file(env))))
-    healthy = _model_checks(settings, env, offline, say)
+    opened = open_log_file(env)  # as every process opens it: a failure is said on stderr
+    if opened is not None:
+        opened.close()
+    fix = f"make {log_file(env).parent} a folder of yours, mode 0700 (or set XDG_STATE_HOME)"
+    say(Check("log file", opened is not None, str(log_file(env)), fix))
+    healthy = _model_checks(settings, env, offline, say) and opened is not None
     return _sandbox_checks(settings, env, say) and healthy
 
 
@@ -78,7 +82,7 @@ def _model_checks(settings: Settings, env: Mapping[str, str], offline: bool, say
     settings = with_default_model(settings, env)
     if not settings.model:
         names = ", ".join(KEY_ENV[p][0] for p, _ in DEFAULTS)
-        say(Check("model", False, "none configured and no key found", f"set one of {names}, or pass --model"))
+        say(Check("model", False, "none configured and no key found", f"set one of {names}, or TERM2_MODEL"))
         return False
     try:
         check_model(settings)
