@@ -300,6 +300,19 @@ def test_a_turn_that_failed_after_the_model_answered_keeps_its_session(fresh: Fr
     assert result["sessionId"].startswith("sess_") and fresh.stored_sessions() == 1
 
 
+def test_a_resumed_session_whose_model_has_no_key_is_refused_before_its_turn(fresh: Fresh) -> None:
+    """The launcher's key is checked at start; a session made with another provider's model names its own."""
+    both = fresh.keyed(ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL=fresh.llm.base_url)
+    made = fresh.term2("exec", "--json", "-m", "anthropic/claude-sonnet-4-5", "first", env=both)
+    assert made.returncode == 0, made.stderr
+    asked = len(fresh.llm.requests)
+    # Only the OpenAI key now; any request to Anthropic's own endpoint would meet a dead proxy.
+    again = fresh.term2("exec", "--resume", "last", "again", env=fresh.keyed(HTTPS_PROXY="http://127.0.0.1:9"))
+    assert again.returncode == 2
+    one_error_line(again.stderr, "anthropic/claude-sonnet-4-5 needs an API key: set ANTHROPIC_API_KEY")
+    assert len(fresh.llm.requests) == asked
+
+
 def test_exec_help_has_examples_the_short_flags_and_the_variables(fresh: Fresh) -> None:
     ran = fresh.term2("exec", "--help", env=fresh.env(COLUMNS="120"))
     assert ran.returncode == 0

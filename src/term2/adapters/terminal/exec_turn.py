@@ -102,6 +102,7 @@ async def run_exec(
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)  # before the turn: no Ctrl-C may find the default handler
         try:
+            prompts.check_credentials(session_id)  # a resumed session's own model may need another key
             admitted = prompts.admit(session_id)
         except Term2Error as exc:  # raised outside the task group, as itself
             refused = exc
