@@ -217,6 +217,19 @@ def test_a_wrong_key_is_said_once(fresh: Fresh) -> None:
     assert fresh.stored_sessions() == 0
 
 
+def test_an_error_on_a_terminal_is_plain_text_not_markdown(fresh: Fresh) -> None:
+    """Issue 31: `<provider>/<model>` in an error vanished, drawn as Markdown (taken for HTML); it is drawn as
+    written, once the turn has ended, as term2's own error line."""
+    fresh.llm.push({"status": 400, "error_message": "use --model <provider>/<model> or **nothing**"})
+    proc = PtyExec(["hi"], fresh.keyed(), fresh.root)
+    try:
+        assert proc.wait() == 1
+        screen = proc.text()
+    finally:
+        proc.kill()
+    assert "error: openai/gpt-5 rejected the request (HTTP 400): use --model <provider>/<model> or **nothing**" in screen
+
+
 def test_a_server_that_is_down_is_said_once_without_retry_noise(fresh: Fresh) -> None:
     port = free_port()
     env = fresh.env(

@@ -119,6 +119,9 @@ class ConsoleView:
         if isinstance(event, UsageChanged):
             self._context = (event.used, event.size)
             return
+        if isinstance(event, StateChanged) and event.state == "idle":
+            self._stop()  # the last message waits for `finish`: it may be term2's report of a failure
+            return
         self._end_message()
         if isinstance(event, WholeMessage):
             self._print_message(event.text, event.thought)
@@ -128,8 +131,6 @@ class ConsoleView:
             self._print(drawing.checklist(event.plan))
         elif isinstance(event, CompactionChanged):
             self._print(Text(f"context compaction {event.status.replace('_', ' ')}", style="dim italic"))
-        elif isinstance(event, StateChanged) and event.state == "idle":
-            self._stop()
         # The user's own message, compaction summaries and the other states have nothing to show here.
 
     def notice(self, text: str) -> None:
