@@ -227,7 +227,8 @@ def test_an_error_on_a_terminal_is_plain_text_not_markdown(fresh: Fresh) -> None
         screen = proc.text()
     finally:
         proc.kill()
-    assert "error: openai/gpt-5 rejected the request (HTTP 400): use --model <provider>/<model> or **nothing**" in screen
+    said = "error: openai/gpt-5 rejected the request (HTTP 400): use --model <provider>/<model> or **nothing**"
+    assert said in screen
 
 
 def test_a_server_that_is_down_is_said_once_without_retry_noise(fresh: Fresh) -> None:
