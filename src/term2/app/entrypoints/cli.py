@@ -180,7 +180,9 @@ def doctor(offline: bool) -> None:
 
 @cli.command()
 @click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("-n", "--limit", default=20, show_default=True, help="How many sessions to list, newest first.")
+@click.option(
+    "-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1), help="How many to list, newest first."
+)
 def sessions(folder: str | None, limit: int) -> None:
     """List stored sessions, newest first: id, time, folder and title (the first prompt's line).
 
