@@ -1,5 +1,6 @@
-"""Issue 31 end to end: a first run, `term2 exec`'s basics, the log file and `term2 doctor`, each through the
-real process with a fresh HOME (no TERM2_HOME, no config: the defaults a new user gets).
+"""Issue 31 end to end, a first run: the README's commands, the default model, and one clear line (the right
+exit status, no stored session) for no key, a missing URL or config, a wrong key, a server that is down or
+never answers; then `term2 doctor`. Each through the real process with a fresh HOME.
 
 The fake model server answers as the provider does (a real 401 body for a wrong key); a server that is down
 is a port nobody listens on, and one that never answers is a socket that accepts and stays silent.
@@ -11,97 +12,21 @@ import json
 import os
 import re
 import socket
-import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_mcp_e2e import fake_server, recorded
-from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, allow_kind
 from tests.support.exec_process import PtyExec
-from tests.support.schemas import check_definition
-
-KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
-
-
-@dataclass
-class Fresh:
-    """A new user's machine: HOME and nothing else of term2's."""
-
-    home: Path
-    root: Path
-    llm: FakeLLMServer
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("TERM2_", "XDG_", "OPENAI_", "ANTHROPIC_", "HOSTED_VLLM_")) and k not in KEYS
-        }
-        # Empty counts as unset: the XDG defaults under HOME, even where a helper copies os.environ first.
-        env.update(HOME=str(self.home), PYTHONUNBUFFERED="1", XDG_STATE_HOME="", XDG_CONFIG_HOME="", XDG_DATA_HOME="")
-        env.update(extra)
-        return env
-
-    def keyed(self, **extra: str) -> dict[str, str]:
-        """The README's one key, with the OpenAI base URL pointed at the fake server."""
-        keys = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": self.llm.base_url + "/v1", **extra}
-        return self.env(**keys)
-
-    def term2(
-        self, *args: str, env: dict[str, str], stdin: str = "", timeout: float = 90
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "term2", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=self.root,
-            timeout=timeout,
-            check=False,
-            start_new_session=True,
-        )
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / ".local" / "state" / "term2" / "term2.log"
-
-    def stored_sessions(self) -> int:
-        db = self.home / ".local" / "share" / "term2" / "sessions.sqlite3"
-        if not db.exists():
-            return 0
-        with sqlite3.connect(db) as conn:
-            return int(conn.execute("select count(*) from sessions").fetchone()[0])
-
-
-def free_port() -> int:
-    """A port nobody listens on: bound, then released (a server that is down)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.fresh_home import Fresh, free_port, fresh_home, one_error_line
 
 
 @pytest.fixture
 def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    home, root = tmp_path / "home", tmp_path / "project"
-    home.mkdir()
-    root.mkdir()
-    (root / "README.md").write_text("# demo\n")
-    with start_fake_llm() as llm:
-        yield Fresh(home, root, llm)
-
-
-def one_error_line(stderr: str, needle: str) -> None:
-    assert "Traceback" not in stderr, stderr
-    assert stderr.count(needle) == 1, stderr
-    assert len(stderr.strip().splitlines()) == 1, stderr
+    with fresh_home(tmp_path) as made:
+        yield made
 
 
 # --- a first run ---------------------------------------------------------------------
@@ -257,210 +182,6 @@ def test_a_server_that_never_answers_is_bounded_by_the_configured_timeout(fresh:
     assert ran.returncode == 1
     one_error_line(ran.stderr, f"127.0.0.1:{port}")
     assert fresh.stored_sessions() == 0
-
-
-# --- exec's basics ---------------------------------------------------------------------
-
-
-def test_json_last_line_carries_answer_session_duration_turns_and_usage(fresh: Fresh) -> None:
-    ran = fresh.term2("exec", "--json", "hello there", env=fresh.keyed())
-    assert ran.returncode == 0, ran.stderr
-    last = json.loads(ran.stdout.splitlines()[-1])
-    assert last["type"] == "result" and last["stopReason"] == "end_turn"
-    assert last["text"] == "echo: hello there"
-    assert last["sessionId"].startswith("sess_")
-    assert isinstance(last["durationMs"], int) and last["durationMs"] >= 0
-    assert last["turns"] == 1
-    assert last["usage"]["inputTokens"] > 0 and last["usage"]["outputTokens"] > 0
-
-
-def test_output_last_message_writes_the_answer_to_a_file(fresh: Fresh) -> None:
-    answer = fresh.home / "answer.md"
-    ran = fresh.term2("exec", "-o", str(answer), "--json", "say it", env=fresh.keyed())
-    assert ran.returncode == 0, ran.stderr
-    assert answer.read_text() == "echo: say it\n"
-    assert json.loads(ran.stdout.splitlines()[-1])["text"] == "echo: say it"
-
-
-def test_a_closed_pipe_ends_quietly(fresh: Fresh) -> None:
-    """`term2 exec --json … | head -1`: far more than a pipe holds comes after the first line, so term2 is
-    certain to write once head has gone, whatever the timing."""
-    fresh.llm.push({"text": "x" * 400_000, "chunks": 4000})
-    term2 = subprocess.Popen(
-        [sys.executable, "-m", "term2", "exec", "--json", "go"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=fresh.keyed(),
-        cwd=fresh.root,
-        start_new_session=True,
-    )
-    assert term2.stdout is not None and term2.stderr is not None
-    head = subprocess.run(["head", "-1"], stdin=term2.stdout, capture_output=True, check=True, timeout=90)
-    term2.stdout.close()
-    status = term2.wait(90)
-    stderr = term2.stderr.read().decode()
-    assert json.loads(head.stdout)["type"] == "update"
-    assert status == 141, stderr
-    assert stderr == ""
-
-
-def test_a_turn_that_failed_after_the_model_answered_keeps_its_session(fresh: Fresh) -> None:
-    """Only a turn no model answered is not kept: one that failed half-way holds work worth resuming."""
-    fresh.llm.push({"text": "a b c d e", "error_after": 2})
-    ran = fresh.term2("exec", "--json", "go", env=fresh.keyed(TERM2_RETRY_MAX_ATTEMPTS="1"))
-    result = json.loads(ran.stdout.splitlines()[-1])
-    assert (ran.returncode, result["stopReason"]) == (1, "error")
-    assert result["sessionId"].startswith("sess_") and fresh.stored_sessions() == 1
-
-
-def test_a_resumed_session_whose_model_has_no_key_is_refused_before_its_turn(fresh: Fresh) -> None:
-    """The launcher's key is checked at start; a session made with another provider's model names its own."""
-    both = fresh.keyed(ANTHROPIC_API_KEY="sk-ant-test", ANTHROPIC_BASE_URL=fresh.llm.base_url)
-    made = fresh.term2("exec", "--json", "-m", "anthropic/claude-sonnet-4-5", "first", env=both)
-    assert made.returncode == 0, made.stderr
-    asked = len(fresh.llm.requests)
-    # Only the OpenAI key now; any request to Anthropic's own endpoint would meet a dead proxy.
-    again = fresh.term2("exec", "--resume", "last", "again", env=fresh.keyed(HTTPS_PROXY="http://127.0.0.1:9"))
-    assert again.returncode == 2
-    one_error_line(again.stderr, "anthropic/claude-sonnet-4-5 needs an API key: set ANTHROPIC_API_KEY")
-    assert len(fresh.llm.requests) == asked
-
-
-def test_exec_help_has_examples_the_short_flags_and_the_variables(fresh: Fresh) -> None:
-    ran = fresh.term2("exec", "--help", env=fresh.env(COLUMNS="120"))
-    assert ran.returncode == 0
-    lines = [line.strip() for line in ran.stdout.splitlines()]
-    assert 'term2 exec "explain this repository"' in lines and "term2 sessions" in lines  # examples, one a line
-    for needle in ("Environment:", "OPENAI_API_KEY", "TERM2_LOG_LEVEL", "XDG_STATE_HOME", "-m", "-C", "-o", "141"):
-        assert needle in ran.stdout, needle
-
-
-def test_sessions_lists_them_and_resume_last_continues_the_newest(fresh: Fresh) -> None:
-    first = fresh.term2("exec", "--json", "-C", str(fresh.root), "first line of it\nand more", env=fresh.keyed())
-    session_id = json.loads(first.stdout.splitlines()[-1])["sessionId"]
-    again = fresh.term2("exec", "--json", "--resume", "last", "and again", env=fresh.keyed())
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout.splitlines()[-1])["sessionId"] == session_id
-    listed = fresh.term2("sessions", env=fresh.keyed())
-    assert listed.returncode == 0, listed.stderr
-    (row,) = listed.stdout.splitlines()
-    assert re.fullmatch(
-        rf"{session_id}  \d{{4}}-\d\d-\d\d \d\d:\d\d  {re.escape(str(fresh.root))}  first line of it and more", row
-    )
-
-
-# --- logs ----------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="a command needs bubblewrap")
-def test_an_ordinary_acp_turn_with_a_command_and_an_mcp_server_leaves_stderr_empty(
-    fresh: Fresh, tmp_path: Path
-) -> None:
-    env = fresh.keyed(TERM2_LOG_LEVEL="", TERM2_MODEL="openai/fake-model")
-    proc = AcpProcess(tmp_path, env=env, permission=allow_kind("allow_once"), home=fresh.home / "unused")
-    try:
-        proc.initialize(1)
-        record = tmp_path / "calls.jsonl"
-        sid = proc.result("session/new", {"cwd": str(fresh.root), "mcpServers": [fake_server("fake", record, "m")]})[
-            "sessionId"
-        ]
-        fresh.llm.push({"tool_calls": [{"name": "run_shell", "arguments": {"command": "echo hi from bwrap"}}]})
-        fresh.llm.push({"tool_calls": [{"name": "mcp__fake__echo", "arguments": {"text": "hi"}}]})
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
-        assert proc.result("session/prompt", prompt, timeout=120)["stopReason"] == "end_turn"
-        assert [c["tool"] for c in recorded(record)] == ["echo"]
-        assert proc.close() == 0
-        proc.validate_schemas()
-    finally:
-        proc.kill()
-    assert proc.stderr() == ""
-    lines = [json.loads(line) for line in fresh.log_file.read_text().splitlines()]
-    start = next(line for line in lines if line["event"] == "term2 started")
-    assert start["command"] == "acp" and start["model"] == "openai/fake-model" and start["endpoint"] == "127.0.0.1"
-    assert start["protocol_version"] == 1
-    assert "sk-test" not in fresh.log_file.read_text()
-    assert any(line.get("session_id") == sid for line in lines)  # the turn is in the file
-    assert (fresh.log_file.stat().st_mode & 0o777, fresh.log_file.parent.stat().st_mode & 0o777) == (0o600, 0o700)
-
-
-def test_the_log_folder_is_never_a_workspace(fresh: Fresh) -> None:
-    """A workspace holding the logs would let its commands read what every session logged."""
-    state = fresh.home / ".local" / "state"
-    (state / "term2").mkdir(parents=True, mode=0o700)
-    for folder in (state, state / "term2"):
-        ran = fresh.term2("exec", "-C", str(folder), "hi", env=fresh.keyed())
-        assert ran.returncode == 2, ran.stderr
-        assert "cannot be a workspace" in ran.stderr
-    assert not fresh.llm.requests
-
-
-def test_acp_v1_without_a_key_answers_the_prompt_with_auth_required(fresh: Fresh, tmp_path: Path) -> None:
-    proc = AcpProcess(tmp_path, env=fresh.env(TERM2_LOG_LEVEL=""), home=fresh.home / "store")
-    try:
-        proc.initialize(1)
-        sid = proc.new_session(fresh.root)
-        answer = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
-        assert proc.close() == 0
-        proc.validate_schemas()
-    finally:
-        proc.kill()
-    error: dict[str, Any] = answer["error"]
-    assert error["code"] == -32000 and error["message"] == "Authentication required"
-    assert "set OPENAI_API_KEY" in error["data"]["message"]
-    check_definition(1, "Error", error, "session/prompt's auth_required")
-    assert proc.stderr() == ""
-
-
-def test_acp_on_a_terminal_says_what_it_is_and_quits_on_ctrl_c(fresh: Fresh) -> None:
-    shell = PtyAcp(fresh.keyed(), fresh.root)
-    try:
-        shell.expect("this is the Agent Client Protocol server an editor starts")
-        shell.expect('term2 exec "explain this repository"')
-        shell.send(b"\x03")
-        assert shell.wait() == 130
-        assert "Traceback" not in shell.text()
-    finally:
-        shell.kill()
-
-
-def test_acp_on_a_terminal_still_serves_a_client_that_speaks(fresh: Fresh) -> None:
-    shell = PtyAcp(fresh.keyed(), fresh.root)
-    try:
-        shell.expect("this is the Agent Client Protocol server an editor starts")
-        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
-        shell.send(json.dumps(hello).encode() + b"\n")
-        shell.expect('"protocolVersion":1')
-        listing = {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}
-        shell.send(json.dumps(listing).encode() + b"\n")
-        shell.expect('"sessions":[]')  # answered by the server itself, which watches for Ctrl-C by now
-        shell.send(b"\x03")  # a clean exit, as on SIGTERM
-        assert shell.wait() == 0
-        assert "Traceback" not in shell.text()
-    finally:
-        shell.kill()
-
-
-class PtyAcp(PtyExec):
-    """`term2 acp` on a pseudo-terminal, as a person would start it by hand."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        import pty
-        import threading
-
-        pid, fd = pty.fork()
-        if pid == 0:
-            try:
-                os.chdir(cwd)
-                os.execve(sys.executable, [sys.executable, "-m", "term2", "acp"], env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        self.output = b""
-        self._lock = threading.Lock()
-        self._status = None
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
 
 
 # --- doctor --------------------------------------------------------------------------
