@@ -12,6 +12,15 @@ from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 from tests.support.acp_process import AcpProcess
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _log_files_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every term2 a test starts writes its log file (ADR 0045) under this run's temporary folder,
+    never into the machine's ~/.local/state, unless the test names its own state folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+        yield
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Every async test runs on asyncio, once: litellm relies on it (aiohttp), and trio is not supported."""

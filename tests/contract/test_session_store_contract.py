@@ -190,6 +190,20 @@ async def test_save_unknown_session_is_not_found(store: SessionStore) -> None:
         await store.save(session("ghost"))
 
 
+async def test_delete_removes_the_session_and_its_history_and_ignores_unknown_ids(store: SessionStore) -> None:
+    """`term2 exec`'s session whose turn no model answered is removed whole (ADR 0045)."""
+    await store.create(session("s1"))
+    await store.create(session("s2", minutes=1))
+    await store.append("s1", UserMessage("u1", (TextBlock("hi"),)))
+    await store.delete("s1")
+    await store.delete("ghost")
+    assert await store.get("s1") is None
+    assert await collect(store.history("s1")) == []
+    assert [s.session_id for s in (await store.list(None, None, 10)).sessions] == ["s2"]
+    await store.create(session("s1"))  # the id is free again, with no history behind it
+    assert await collect(store.history("s1")) == []
+
+
 async def test_create_twice_is_rejected(store: SessionStore) -> None:
     await store.create(session("s1"))
     with pytest.raises(InvalidInput):

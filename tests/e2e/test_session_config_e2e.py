@@ -242,9 +242,11 @@ def test_without_a_model_sessions_open_with_only_the_mode_picker(
     tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
 ) -> None:
     """As before the pickers: no model is an error of the first prompt, not of `session/new`; only the
-    approval mode, which needs no model, is offered."""
+    approval mode, which needs no model, is offered. No key either: with one, the key's default model
+    would be the launcher's (ADR 0045)."""
     env = _env(tmp_path, fake_llm)
-    del env["TERM2_MODEL"]
+    for name in ("TERM2_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"):
+        env.pop(name, None)
     steps: list[Any] = [
         "initialize",
         "new",

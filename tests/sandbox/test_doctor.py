@@ -1,4 +1,7 @@
-"""`term2 doctor` prints its verdicts (sandbox, network by approval) on stdout and nothing else; logs go to stderr."""
+"""`term2 doctor` prints its verdicts (sandbox, network by approval) on stdout and nothing else; logs go to stderr.
+
+Its first-run checks (config, model, key, endpoint) are driven in tests/e2e/test_first_run_e2e.py.
+"""
 
 from __future__ import annotations
 
@@ -25,14 +28,21 @@ def test_doctor_stdout_is_the_verdict_alone(tmp_path: Path) -> None:
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
         env.update(TERM2_LOG_LEVEL="debug", XDG_CONFIG_HOME=str(tmp_path / "config"), TERM2_HOME=str(tmp_path / "h"))
+        env.update(OPENAI_API_KEY="sk-test", TERM2_MODEL="openai/gpt-5")
         result = subprocess.run(
-            [sys.executable, "-m", "term2", "doctor"], capture_output=True, text=True, env=env, timeout=60, check=False
+            [sys.executable, "-m", "term2", "doctor", "--offline"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
         )
     finally:
         server.close()
         shutil.rmtree(folder, ignore_errors=True)
     assert result.returncode == 0, result.stderr
-    verdict, network, walks = result.stdout.splitlines()  # stdout is the verdicts alone
+    *first_run, verdict, network, walks = result.stdout.splitlines()  # stdout is the verdicts alone
+    assert [line.partition(":")[0] for line in first_run] == ["config", "log file", "model", "key", "endpoint"]
     assert verdict.startswith("sandbox (bubblewrap): ok: ")
     assert network.startswith("network by approval: ok: "), network  # the probe went through the proxy
     assert walks == "workspace walks: kept between commands with fanotify (one mark per file system): " + (

@@ -189,8 +189,29 @@ def test_unreadable_config_path_is_a_config_error(env: dict[str, str], tmp_path:
         load_settings({**env, "TERM2_CONFIG": str(directory)})
 
 
-def test_missing_config_file_is_not_an_error(env: dict[str, str], tmp_path: Path) -> None:
-    assert load_settings({**env, "TERM2_CONFIG": str(tmp_path / "absent.toml")}) == Settings()
+def test_missing_default_config_file_is_not_an_error(env: dict[str, str], tmp_path: Path) -> None:
+    assert load_settings({**env, "XDG_CONFIG_HOME": str(tmp_path / "absent")}) == Settings()
+
+
+def test_a_config_file_named_by_term2_config_must_exist(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 31: a TERM2_CONFIG naming a missing file was silently ignored; the user meant a file to apply."""
+    missing = tmp_path / "absent.toml"
+    with pytest.raises(ConfigError, match=f"TERM2_CONFIG names {missing}, which does not exist"):
+        load_settings({**env, "TERM2_CONFIG": str(missing)})
+
+
+def test_a_wire_without_an_endpoint_is_refused_at_load_naming_file_key_and_fix(tmp_path: Path) -> None:
+    """Issue 31: `wire = "anthropic"` without api_base was a traceback at the first prompt."""
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.corp]\nwire = "anthropic"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_settings({"TERM2_CONFIG": str(config)})
+    assert str(raised.value) == (
+        f"{config}: providers.corp.wire = 'anthropic' needs an endpoint: "
+        'add api_base = "https://…" under [providers.corp], or remove wire'
+    )
+    config.write_text('[providers.corp]\nwire = "anthropic"\napi_base = "https://llm.corp"\n')
+    assert load_settings({"TERM2_CONFIG": str(config)}).providers["corp"].api_base == "https://llm.corp"
 
 
 @pytest.mark.parametrize(
@@ -316,7 +337,7 @@ def test_provider_settings_uses_declared_model_facts() -> None:
 
 
 def test_log_level_comes_through_settings() -> None:
-    assert load_settings({}).log_level == "info"
+    assert load_settings({}).log_level is None  # the defaults: warnings on stderr, info in the log file
     assert load_settings({"TERM2_LOG_LEVEL": " DEBUG "}).log_level == "debug"
     with pytest.raises(ConfigError, match="TERM2_LOG_LEVEL"):
         load_settings({"TERM2_LOG_LEVEL": "loud"})

@@ -196,10 +196,13 @@ async def test_json_lines_wrap_each_rendered_update_and_end_with_the_result() ->
     objects = [json.loads(line) for line in lines]
     chunk = {"sessionUpdate": "agent_message_chunk", "text": "hé"}
     assert objects[0] == {"type": "update", "sessionId": "s1", "update": chunk}
+    assert isinstance(objects[2].pop("durationMs"), int)  # measured: its value is the clock's
     assert objects[2] == {
         "type": "result",
         "stopReason": "error",
         "sessionId": "s1",
+        "text": "",  # a failed turn has no answer: its last message is term2's report
+        "turns": 0,
         "usage": {
             "totalTokens": 1234,
             "inputTokens": 1200,

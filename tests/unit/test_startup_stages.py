@@ -56,6 +56,9 @@ class _Prompts:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
+    def check_credentials(self, session_id: str) -> None:
+        """A key is present here: v1's `auth_required` check passes (tests/e2e/test_first_run_e2e.py)."""
+
     def admit(self, session_id: str) -> str:
         self.calls.append(("admit", session_id))
         return session_id

@@ -1,14 +1,43 @@
-"""Logging to stderr only: structlog for term2, stdlib logging for libraries.
+"""Logging to two places: stderr for what a person must see, a rotating file for what happened (ADR 0045).
 
-stderr is JSON lines when it is not a terminal (editors capture it into a log
-pane or file), human-readable otherwise. stdout is never a log destination.
+Editors turn every stderr line of an agent into an error block, and some drop
+stderr altogether; so stderr gets warnings and errors only by default, and a
+log file under the XDG state folder gets `info` and above, where a user can
+find it after "agent crashed". `TERM2_LOG_LEVEL` moves both. stderr is JSON
+lines when it is not a terminal, human-readable otherwise; the file is always
+JSON lines, one process's lines marked by its pid. stdout is never a log
+destination.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import logging.handlers
+import os
+import stat
 import sys
+import time
+from collections.abc import Iterable, Mapping, MutableMapping
+from pathlib import Path
 from typing import Any
+
+LOG_FILE_NAME = "term2.log"
+LOG_FILE_BYTES = 5 * 1024 * 1024  # per file; with the backups, at most ~20 MiB on disk
+LOG_FILE_BACKUPS = 3
+DEFAULT_STDERR_LEVEL = "warning"
+DEFAULT_FILE_LEVEL = "info"
+
+
+def log_dir(env: Mapping[str, str]) -> Path:
+    """`$XDG_STATE_HOME/term2`, by default `~/.local/state/term2` (where the XDG spec puts logs)."""
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "term2"
+
+
+def log_file(env: Mapping[str, str]) -> Path:
+    return log_dir(env) / LOG_FILE_NAME
 
 
 def _import_structlog() -> Any:
@@ -31,26 +60,190 @@ def _import_structlog() -> Any:
     return structlog
 
 
-def configure_logging(level_name: str = "info") -> None:
-    """``level_name`` is term2's own level (Settings.log_level, from TERM2_LOG_LEVEL)."""
+class PrivateRotatingFile(logging.handlers.RotatingFileHandler):
+    """A size-rotated file only its owner can read: opened 0600, never through a symlink.
+
+    Logs name folders, commands and hosts; another local user has no business
+    reading them, whatever the umask says.
+    """
+
+    def _open(self) -> io.TextIOWrapper:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self.baseFilename, flags, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
+
+
+def _private_dir(path: Path) -> None:
+    """Make the folder 0700; refuse one that is not ours (a planted folder would read our logs)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise OSError(f"{path} is not a folder of this user")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def open_log_file(env: Mapping[str, str]) -> logging.Handler | None:
+    """The rotating file's handler, or None when the state folder cannot be written (said once on stderr)."""
+    path = log_file(env)
+    try:
+        _private_dir(path.parent)
+        handler = PrivateRotatingFile(path, maxBytes=LOG_FILE_BYTES, backupCount=LOG_FILE_BACKUPS, delay=False)
+    except OSError as exc:
+        sys.stderr.write(f"term2: warning: no log file ({exc}); logs go to stderr only\n")
+        return None
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    return handler
+
+
+_NUMERIC = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _number(level: str) -> int:
+    return _NUMERIC.get(level.lower(), logging.INFO)
+
+
+class _Library(logging.Formatter):
+    """Libraries' own records (stdlib logging) as the same JSON lines term2 writes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "event": record.getMessage(),
+            "logger": record.name,
+            "level": record.levelname.lower(),
+            "pid": os.getpid(),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+MIN_SECRET = 8  # shorter values are not keys, and hiding them would garble ordinary words
+
+
+class Redact:
+    """Every occurrence of a secret (the API keys term2 read) replaced in a rendered line.
+
+    A provider's error body may quote the key it refused, and a library may
+    print a request's headers: whatever a line says, the key's value never
+    reaches stderr or the file.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+    def __call__(self, line: str) -> str:
+        for secret in self._secrets:
+            line = line.replace(secret, "[redacted]")
+        return line
+
+
+class _FanOut:
+    """structlog's last processor: each event rendered once per destination whose level it reaches."""
+
+    def __init__(
+        self, stderr_level: int, console: Any, file: logging.Handler | None, file_level: int, redact: Redact
+    ) -> None:
+        self._stderr_level = stderr_level
+        self._console = console
+        self._file = file
+        self._file_level = file_level
+        self._redact = redact
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        level = _number(str(event.get("level", "info")))
+        if self._file is not None and level >= self._file_level:
+            line = self._redact(json.dumps(event, default=str))
+            self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": level}))
+        if level >= self._stderr_level:
+            sys.stderr.write(self._redact(self._console(logger, method, dict(event))) + "\n")
+            sys.stderr.flush()
+        raise _structlog_drop()
+
+
+def _structlog_drop() -> BaseException:
+    return _import_structlog().DropEvent()  # type: ignore[no-any-return]
+
+
+def configure_logging(
+    level_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    stderr_level: str | None = None,
+    secrets: Iterable[str] = (),
+) -> Path | None:
+    """Set up both destinations; answer the log file's path (None when there is none).
+
+    ``level_name`` is TERM2_LOG_LEVEL (Settings.log_level): given, it sets both
+    destinations; None keeps the defaults (warnings on stderr, info in the
+    file). ``stderr_level`` overrides stderr alone (`term2 exec --verbose`).
+    ``env`` None means no file (a command that only prints). ``secrets`` are
+    replaced wherever a line would carry them (`Redact`).
+    """
+    redact = Redact(secrets)
     structlog = _import_structlog()
-    level = getattr(logging, level_name.upper(), logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(max(level, logging.WARNING))  # libraries stay quiet unless they warn
-    renderer: Any = (
+    to_stderr = _number(stderr_level or level_name or DEFAULT_STDERR_LEVEL)
+    to_file = _number(level_name or DEFAULT_FILE_LEVEL)
+    handler = open_log_file(env) if env is not None else None
+    console: Any = (
         structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
+    stderr_handler = logging.StreamHandler(sys.stderr)
+    stderr_handler.setFormatter(_Redacting(redact))
+    stderr_handler.setLevel(max(to_stderr, logging.WARNING))  # libraries stay quiet unless they warn
+    root = logging.getLogger()
+    root.handlers[:] = [stderr_handler]
+    if handler is not None:
+        root.addHandler(_LibraryHandler(handler, redact))  # one handler, one lock: whichever record reaches it rotates
+    root.setLevel(logging.WARNING)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _add_pid,
             structlog.processors.format_exc_info,
-            renderer,
+            _FanOut(to_stderr, console, handler, to_file, redact),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        wrapper_class=structlog.make_filtering_bound_logger(min(to_stderr, to_file if handler else to_stderr)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    return Path(handler.baseFilename) if isinstance(handler, logging.FileHandler) else None
+
+
+class _LibraryHandler(logging.Handler):
+    """Hands libraries' warnings to the file's handler, formatted as term2's own lines."""
+
+    def __init__(self, file: logging.Handler, redact: Redact) -> None:
+        super().__init__(logging.WARNING)
+        self._file = file
+        self._format = _Library()
+        self._redact = redact
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = self._redact(self._format.format(record))
+        self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": record.levelno}))
+
+
+class _Redacting(logging.Formatter):
+    """Libraries' lines on stderr, as stdlib formats them, with the secrets replaced."""
+
+    def __init__(self, redact: Redact) -> None:
+        super().__init__()
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
+
+
+def _add_pid(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Several term2 processes (one per editor window) share the file: each line says whose it is."""
+    event.setdefault("pid", os.getpid())
+    return event

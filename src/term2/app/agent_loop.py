@@ -124,6 +124,7 @@ async def run_loop(
     waiting = 0.0  # seconds this turn has waited on the model (limits.model_time bounds it)
     while True:
         requests += 1
+        meter.requests += 1
         transcript.offer(toolbox.specs())  # MCP tools change between requests when a server says so
         started = anyio.current_time()
         with anyio.move_on_after(max(0.0, limits.model_time - waiting)) as bound:
@@ -253,6 +254,7 @@ async def _stream_response(
     stream = llm.stream(transcript.request())
     try:
         async for event in stream:
+            meter.answered = True
             if isinstance(event, TextDelta):
                 if event.text:
                     response.text.append(event.text)

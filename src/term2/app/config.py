@@ -64,7 +64,7 @@ class Settings:
     turn_timeout: float = 1800.0  # seconds one turn may spend waiting on the model, over all its requests
     mcp_startup_timeout: float = 30.0  # seconds an MCP server the client names has to start and answer (ADR 0023)
     mcp_call_timeout: float = 300.0  # seconds one MCP tool call may take
-    log_level: str = "info"  # TERM2_LOG_LEVEL: term2's own level on stderr
+    log_level: str | None = None  # TERM2_LOG_LEVEL: both destinations; None: warnings on stderr, info in the file
     edit_tools: str = "auto"  # which edit tools the model gets; "auto": by its family (app/edit_tools.py)
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
     models: Mapping[str, DeclaredModel] = field(default_factory=dict)
@@ -101,8 +101,11 @@ def _expect(kind: type | tuple[type, ...], value: object, where: str) -> Any:
     return value
 
 
-def _from_file(path: Path) -> dict[str, Any]:
+def _from_file(path: Path, named: bool = False) -> dict[str, Any]:
+    """The file's layer; `named` (TERM2_CONFIG gave the path) makes a missing file an error, not silence."""
     if not path.exists():
+        if named:
+            raise ConfigError(f"TERM2_CONFIG names {path}, which does not exist: create it or unset TERM2_CONFIG")
         return {}
     import tomllib  # only when there is a file: this runs before `initialize` is answered
 
@@ -110,6 +113,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
+        if named:
+            raise ConfigError(
+                f"TERM2_CONFIG names {path}, which does not exist: create it or unset TERM2_CONFIG"
+            ) from None
         return {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
@@ -145,8 +152,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         wire = _expect((str, type(None)), block.get("wire"), f"{at}.wire")
         if wire is not None and wire not in WIRES:
             raise ConfigError(f"{at}.wire must be one of {', '.join(WIRES)}, got {wire!r}")
+        api_base = _expect((str, type(None)), block.get("api_base"), f"{at}.api_base")
+        _check_wire(name, wire, api_base, at)
         providers[name] = ProviderConfig(
-            api_base=_expect((str, type(None)), block.get("api_base"), f"{at}.api_base"),
+            api_base=api_base,
             api_key_env=_expect((str, type(None)), block.get("api_key_env"), f"{at}.api_key_env"),
             wire=cast(Wire | None, wire),
         )
@@ -167,6 +176,20 @@ def _from_file(path: Path) -> dict[str, Any]:
 
         out["network_resolve"] = network_resolve(data["network"], where)
     return out
+
+
+def _check_wire(provider: str, wire: str | None, api_base: str | None, at: str) -> None:
+    """A wire other than the provider's own needs an endpoint: refused at start, not at the first prompt."""
+    if wire is None or wire == "litellm" or api_base:
+        return
+    from term2.app.wires import NATIVE
+
+    endpoint = NATIVE.get(provider)
+    if endpoint is None or endpoint.wire != wire:  # the table's own wire finds its endpoint (app/first_run.py)
+        raise ConfigError(
+            f'{at}.wire = {wire!r} needs an endpoint: add api_base = "https://…" under [providers.{provider}], '
+            "or remove wire"
+        )
 
 
 def _positive(value: int | None, where: str) -> int | None:
@@ -267,7 +290,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 def load_settings(env: Mapping[str, str], args: AcpArgs | None = None) -> Settings:
     settings = Settings()
-    settings = replace(settings, **_from_file(config_path(env)))
+    settings = replace(settings, **_from_file(config_path(env), named=bool(env.get("TERM2_CONFIG"))))
     settings = replace(settings, **_from_env(env))
     if args is not None:
         given = (("provider", args.provider), ("model", args.model), ("effort", args.effort))

@@ -23,6 +23,8 @@ class Meter:
         self._prices: Prices | None = None
         self.turn = TokenUsage()
         self.reported = False  # whether the provider reported any usage this turn
+        self.requests = 0  # model requests this turn (`term2 exec --json`'s `turns`)
+        self.answered = False  # whether any model answered anything this turn (an event of a stream)
 
     def start(self, history: Iterable[HistoryEntry], prices: Prices | None) -> None:
         """Take the session's totals so far from its recorded turns."""
@@ -49,7 +51,9 @@ class Meter:
         return None if turn is None or self._prior_cost is None else self._prior_cost + turn
 
     def spent(self) -> Spent:
-        return Spent(self.turn, self._prior + self.turn, self.turn_cost, self.session_cost, self.reported)
+        return Spent(
+            self.turn, self._prior + self.turn, self.turn_cost, self.session_cost, self.reported, self.requests
+        )
 
     def record(self, turn_id: str) -> TurnUsage | None:
         """The entry to keep for this turn, or None when it spent nothing."""

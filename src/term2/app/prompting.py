@@ -71,6 +71,7 @@ class TurnOutcome:
     stop_reason: StopReason
     error: str | None = None
     spent: Spent | None = None
+    answered: bool = True  # False: no model answered anything (a key refused, a server down or silent)
 
 
 class PromptService:
@@ -106,6 +107,12 @@ class PromptService:
         opened.turn.admit(session_id)
         return opened
 
+    def check_credentials(self, session_id: str) -> None:
+        """NotAuthenticated when the session's model has no key (an unknown session is admit's to refuse)."""
+        opened = self._registry.get(session_id)
+        if opened is not None:
+            self._models.check_credentials(opened.session)
+
     def release(self, opened: OpenSession) -> None:
         """Give the slot back when preparation failed and no turn will run."""
         opened.turn.settle()
@@ -138,11 +145,11 @@ class PromptService:
         try:
             with scope:
                 outcome = await self._turn(opened, prompt, emit, record, approver, meter, client_files)
-        except LLMError as exc:
-            log.warning("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
+        except LLMError as exc:  # the user is told through the turn itself: the log keeps it, stderr stays quiet
+            log.info("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
         except Term2Error as exc:
-            log.warning("turn failed", session_id=session_id, error=str(exc))
+            log.info("turn failed", session_id=session_id, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
         except Exception as exc:
             log.exception("turn failed", session_id=session_id)
@@ -151,7 +158,7 @@ class PromptService:
             with anyio.CancelScope(shield=True):
                 if outcome.error is not None:
                     await self._report_failure(outcome.error, emit, record)
-                outcome = replace(outcome, spent=await self._record_spending(meter, record))
+                outcome = replace(outcome, spent=await self._record_spending(meter, record), answered=meter.answered)
                 await self._settle(opened, outcome, emit)
         return outcome
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from term2.app.config import Settings
+from term2.app.first_run import no_model_message
 from term2.app.model_resolution import resolve_model, resolve_quickly
 from term2.app.wires import route
 from term2.domain.errors import ModelNotConfigured
@@ -19,10 +20,7 @@ from term2.ports.llm import ProviderSettings
 def provider_settings(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ProviderSettings:
     """Turn layered configuration into what the LLM adapter needs; fails if no model is set."""
     if not settings.model:
-        raise ModelNotConfigured(
-            "no model configured: start term2 with --model <provider>/<model>, set TERM2_MODEL, "
-            "or set `model` in the config file"
-        )
+        raise ModelNotConfigured(no_model_message())  # one plain line naming the variables (ADR 0045)
     resolved = resolve_quickly(settings.model, settings.provider, catalog) or resolve_model(
         settings.model, settings.provider, catalog.models(), catalog.providers()
     )

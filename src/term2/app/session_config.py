@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from term2.app.config import Settings
+from term2.app.first_run import KEY_ENV
 from term2.app.session_models import SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
-from term2.app.wires import NATIVE
 from term2.domain.approval import ApprovalMode
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.model_choice import ModelChoice, model_name, model_provider
@@ -43,10 +43,7 @@ CURATED: Mapping[str, tuple[str, ...]] = {
     "mistral": ("mistral/mistral-large-latest", "mistral/codestral-latest"),
     "xai": ("xai/grok-4",),
     "groq": ("groq/llama-3.3-70b-versatile",),
-}
-KEY_ENV: Mapping[str, tuple[str, ...]] = {
-    **{provider: endpoint.key_env for provider, endpoint in NATIVE.items()},
-    "gemini": ("GEMINI_API_KEY",),
+    "openrouter": ("openrouter/anthropic/claude-sonnet-4.5",),
 }
 EFFORT_NAMES: Mapping[str, str] = {
     NO_EFFORT: "Model default",

@@ -10,12 +10,12 @@ the model of the turn, never the launcher's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from term2.app.config import ConfigError, Settings
 from term2.app.model_resolution import ModelResolutionError
 from term2.domain.context_budget import ContextBudget
-from term2.domain.errors import InvalidInput, ModelNotConfigured
+from term2.domain.errors import InvalidInput, ModelNotConfigured, NotAuthenticated
 from term2.domain.model_choice import EFFORT_LEVELS, ModelChoice
 from term2.domain.session import Session
 from term2.domain.usage import Prices
@@ -44,6 +44,8 @@ class ModelParts:
     default_settings: Callable[[], ProviderSettings]
     default_llm: Callable[[], LLMProvider]
     default_toolbox: Callable[[], Toolbox]
+    # Raises ConfigError naming the variable when the model's key is missing (app/first_run.py).
+    credentials: Callable[[Settings], None] = field(default=lambda settings: None)
 
 
 class SessionModels:
@@ -78,6 +80,16 @@ class SessionModels:
             if choice != self.launcher:  # the launcher's is the root's singleton, which tests may override
                 self._resolved[choice] = known
         return known
+
+    def check_credentials(self, session: Session) -> None:
+        """NotAuthenticated, naming the variable to set, when the session's model cannot be called for want
+        of a key (or there is no model because no key was found)."""
+        choice = self.choice(session)
+        chosen = replace(self._settings, model=choice.model if choice else None)
+        try:
+            self._parts.credentials(chosen)
+        except ConfigError as exc:
+            raise NotAuthenticated(str(exc)) from None
 
     def efforts(self, model: str) -> tuple[str, ...]:
         """The effort levels `model` accepts: all of them for a model that reasons, none otherwise."""

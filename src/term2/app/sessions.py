@@ -203,6 +203,11 @@ class SessionService:
     def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         return self._store.history(session_id)
 
+    async def discard(self, session_id: str) -> None:
+        """Close the session and remove it from the store: made for a turn that never reached a model."""
+        await self.close(session_id)
+        await self._store.delete(session_id)
+
     async def close(self, session_id: str) -> bool:
         """Cancel active work, wait for it to settle, then release the session.
 

@@ -21,5 +21,9 @@ class StoreUnavailable(Term2Error):
     """The session store cannot be opened or written."""
 
 
+class NotAuthenticated(Term2Error):
+    """The model needs a key that is not set (or no model could be picked for want of one); says which."""
+
+
 class ModelNotConfigured(Term2Error):
     """No model was chosen by flag, environment or config file."""

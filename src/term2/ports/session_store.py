@@ -45,6 +45,11 @@ class SessionStore(Protocol):
         """
         ...
 
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and its history; nothing for an unknown id (`term2 exec`'s session whose
+        turn never reached the model is not kept: it would only clutter every session list)."""
+        ...
+
     async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         """Newest first by updated_at; raises InvalidCursor for a forged or stale cursor."""
         ...

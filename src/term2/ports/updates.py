@@ -24,6 +24,7 @@ class Spent:
     turn_cost: float | None
     session_cost: float | None
     reported: bool = True  # False: the provider reported no usage this turn, so `turn` counts nothing measured
+    requests: int = 0  # model requests this turn
 
 
 @dataclass(frozen=True, slots=True)

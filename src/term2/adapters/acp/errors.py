@@ -14,6 +14,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 SERVER_BUSY = -32000  # term2's spec: a second foreground prompt for a session
+AUTH_REQUIRED = -32000  # v1 Authentication: the agent needs credentials before it can serve (same code)
 
 
 class RpcError(Exception):

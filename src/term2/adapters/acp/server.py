@@ -160,4 +160,5 @@ class AcpServer:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
         self.version, result = negotiate(params, self._v2_enabled, self.info)
         self.client = client_caps(params, self.version)
+        log.info("protocol negotiated", protocol_version=self.version)  # the log file's start, completed
         return result

@@ -22,10 +22,11 @@ import anyio
 
 from term2.adapters.acp import params as p
 from term2.adapters.acp.connection import AfterReply, Handler
-from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from term2.adapters.acp.errors import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from term2.adapters.acp.mcp_servers import mcp_servers
 from term2.app.session_config import SessionConfig
 from term2.app.sessions import SessionService
+from term2.domain.errors import NotAuthenticated
 from term2.domain.session import Session
 
 if TYPE_CHECKING:
@@ -294,6 +295,11 @@ class SessionMethods:
             if not self._waiting[session_id]:
                 del self._waiting[session_id]
         self._made = turns
+        if self._version == 1:  # v1 Authentication: a missing key is `auth_required`; v2's page has no such error
+            try:
+                turns.prompts.check_credentials(session_id)
+            except NotAuthenticated as exc:
+                raise RpcError(AUTH_REQUIRED, "Authentication required", {"message": str(exc)}) from None
         opened = turns.prompts.admit(session_id)
         if session_id in self._cancelled_early:  # the turn starts cancelled and ends as such, in the usual way
             self._cancelled_early.discard(session_id)

@@ -193,8 +193,9 @@ class SSEClient:
         try:
             if response.status_code >= 300:
                 raw = await self._error_body(response)
-                # The whole body goes to the log (stderr): the user's message keeps only the detail that matters.
-                log.warning(
+                # The whole body goes to the log file; the user's message (the turn's error, said once) keeps
+                # only the detail that matters.
+                log.info(
                     "provider error response",
                     model=self._model,
                     status=response.status_code,

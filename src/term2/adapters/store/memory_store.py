@@ -37,6 +37,10 @@ class InMemorySessionStore:
         self._sessions[session.session_id] = normalise_session(session)
         self._history[session.session_id] = []
 
+    async def delete(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._history.pop(session_id, None)
+
     async def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 

@@ -195,6 +195,13 @@ class SqliteSessionStore:
 
         await self._call("create session", work, write=True)
 
+    async def delete(self, session_id: str) -> None:
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+            conn.execute("DELETE FROM history WHERE session_id = ?", (session_id,))  # whatever foreign_keys says
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+        await self._call("delete session", work, write=True)
+
     async def get(self, session_id: str) -> Session | None:
         def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
             row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()

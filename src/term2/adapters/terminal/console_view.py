@@ -119,6 +119,9 @@ class ConsoleView:
         if isinstance(event, UsageChanged):
             self._context = (event.used, event.size)
             return
+        if isinstance(event, StateChanged) and event.state == "idle":
+            self._stop()  # the last message waits for `finish`: it may be term2's report of a failure
+            return
         self._end_message()
         if isinstance(event, WholeMessage):
             self._print_message(event.text, event.thought)
@@ -128,14 +131,16 @@ class ConsoleView:
             self._print(drawing.checklist(event.plan))
         elif isinstance(event, CompactionChanged):
             self._print(Text(f"context compaction {event.status.replace('_', ' ')}", style="dim italic"))
-        elif isinstance(event, StateChanged) and event.state == "idle":
-            self._stop()
         # The user's own message, compaction summaries and the other states have nothing to show here.
 
     def notice(self, text: str) -> None:
         self._print(Text(drawing.shown(text), style="yellow"))
 
     def finish(self, ended: Ended) -> None:
+        if ended.error is not None and self.message_id is not None and self.text.endswith(ended.error):
+            # term2's own failure report: plain text, so `<provider>/<model>` is not taken for markup
+            self.message_id, self.text, self.thought = None, "", False
+            self._print(Text(f"error: {drawing.shown(ended.error)}", style="red"))
         self._end_message()
         self._stop()
         self.console.print(drawing.summary(ended.stop_reason.value.lstrip("_"), ended.spent, self._context))

@@ -22,6 +22,7 @@ from term2.app.prompting import PromptService
 from term2.app.sessions import OpenSession, SessionService
 from term2.domain.content import TextBlock
 from term2.domain.errors import NotFound, Term2Error
+from term2.domain.turn import StopReason
 from term2.ports.approval import Approver
 from term2.ports.updates import StateChanged
 
@@ -104,6 +105,7 @@ async def run_exec(
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)  # before the turn: no Ctrl-C may find the default handler
         try:
+            prompts.check_credentials(session_id)  # a resumed session's own model may need another key
             admitted = prompts.admit(session_id)
         except Term2Error as exc:  # raised outside the task group, as itself
             refused = exc
@@ -113,6 +115,14 @@ async def run_exec(
         tg.cancel_scope.cancel()
     if refused is not None:
         raise refused
-    ended = Ended(session_id, outcome.stop_reason, outcome.error, outcome.spent)
+    kept = True
+    new = request.resume is None and not request.newest
+    if new and outcome.stop_reason is StopReason.ERROR and not outcome.answered:
+        # No model answered (a refused key, a server down or silent): the session holds nothing
+        # but the prompt and the error, and would only clutter every session list.
+        with anyio.CancelScope(shield=True):
+            await sessions.discard(session_id)
+        kept = False
+    ended = Ended(session_id, outcome.stop_reason, outcome.error, outcome.spent, kept)
     view.finish(ended)
     return ended

@@ -11,10 +11,12 @@ lone surrogate in a model's text cannot make one unreadable.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from term2.adapters.terminal.drawing import shown
+from term2.adapters.terminal.final_text import FinalAnswer
 from term2.adapters.terminal.view import Ended
 from term2.domain.turn import StopReason
 from term2.domain.usage import CURRENCY
@@ -24,16 +26,25 @@ RenderUpdate = Callable[[SessionEvent], Sequence[Mapping[str, Any]]]
 RenderUsage = Callable[[Spent], Mapping[str, Any]]  # the ACP renderer's own `Usage`, handed in by the root
 
 
-def result_of(ended: Ended, usage: RenderUsage) -> dict[str, Any]:
-    """The last line: how the turn ended, and its tokens keyed as ACP's `Usage` with the turn's and the
-    session's cost."""
+def result_of(ended: Ended, usage: RenderUsage, text: str = "", duration_ms: int = 0) -> dict[str, Any]:
+    """The last line: how the turn ended, the answer's text, the session, how long it took, how many model
+    requests it made (`turns`), and its tokens keyed as ACP's `Usage` with the turn's and the session's cost.
+    A script needs nothing else to use the answer or continue the session (`--resume <sessionId>`)."""
     stop = "error" if ended.stop_reason is StopReason.ERROR else ended.stop_reason.value
     spent = ended.spent
     counts = None
     if spent is not None:
         cost = {"turn": spent.turn_cost, "session": spent.session_cost, "currency": CURRENCY}
         counts = {**usage(spent), "cost": cost}
-    result: dict[str, Any] = {"type": "result", "stopReason": stop, "sessionId": ended.session_id, "usage": counts}
+    result: dict[str, Any] = {
+        "type": "result",
+        "stopReason": stop,
+        "sessionId": ended.session_id if ended.kept else None,
+        "text": text,
+        "durationMs": duration_ms,
+        "turns": spent.requests if spent is not None else 0,
+        "usage": counts,
+    }
     if ended.error is not None:
         result["error"] = ended.error
     return result
@@ -45,12 +56,15 @@ class JsonLinesView:
         self._render = render
         self._errors = errors
         self._usage = usage
+        self._answer = FinalAnswer()
+        self._started = time.monotonic()
 
     def _line(self, obj: Mapping[str, Any]) -> None:
         self._out.write(json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n")
         self._out.flush()
 
     async def send(self, session_id: str, event: SessionEvent) -> None:
+        self._answer.follow(event)
         for update in self._render(event):
             self._line({"type": "update", "sessionId": session_id, "update": update})
 
@@ -59,4 +73,5 @@ class JsonLinesView:
         self._errors.flush()
 
     def finish(self, ended: Ended) -> None:
-        self._line(result_of(ended, self._usage))
+        elapsed = round((time.monotonic() - self._started) * 1000)
+        self._line(result_of(ended, self._usage, self._answer.text(ended), elapsed))

@@ -17,6 +17,7 @@ class Ended:
     stop_reason: StopReason
     error: str | None = None
     spent: Spent | None = None
+    kept: bool = True  # False: the session was removed (new, and its turn never reached a model)
 
 
 class ExecView(Protocol):

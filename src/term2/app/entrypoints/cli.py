@@ -32,7 +32,8 @@ def cli() -> None:
 @click.option("--effort", metavar="EFFORT", help="Reasoning effort: " + ", ".join(EFFORTS) + ".")
 @click.pass_context
 def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str | None) -> None:
-    """Serve ACP (v1 and v2) on stdin/stdout for an editor. Logs go to stderr.
+    """Serve ACP (v1 and v2) on stdin/stdout for an editor. Warnings go to stderr, the log to
+    $XDG_STATE_HOME/term2/term2.log (`term2 doctor` names it).
 
     There is no flag to turn off approvals or the sandbox.
     """
@@ -43,7 +44,7 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
 
 @cli.command(name="exec")
 @click.argument("prompt", required=False)
-@click.option("--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
+@click.option("-m", "--model", metavar="MODEL", help="Exact model id or <provider>/<model>.")
 @click.option("--provider", metavar="PROVIDER", help="Provider name, e.g. openai, anthropic, ollama_chat.")
 @click.option("--effort", metavar="EFFORT", help="Reasoning effort: " + ", ".join(EFFORTS) + ".")
 @click.option(
@@ -51,10 +52,13 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
     type=click.Choice(["ask", "auto", "read-only"]),
     help="Approval mode: ask (default), auto (sandboxed commands without network run unasked), read-only.",
 )
-@click.option("--cd", "cd", metavar="DIR", help="The session's folder (default: here); unsafe roots are refused.")
-@click.option("--resume", metavar="ID", help="Continue the session ID (made here or in an editor).")
+@click.option("-C", "--cd", "cd", metavar="DIR", help="The session's folder (default: here); unsafe roots are refused.")
+@click.option(
+    "--resume", metavar="ID", help="Continue the session ID (made here or in an editor); `last`: the newest here."
+)
 @click.option("--continue", "newest", is_flag=True, help="Continue the newest session in the folder.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line: the updates, then the result.")
+@click.option("-o", "--output-last-message", "output", metavar="FILE", help="Also write the final answer to FILE.")
 @click.option("--verbose", is_flag=True, help="Show the model's thinking, and term2's info logs on stderr.")
 def exec_(
     prompt: str | None,
@@ -66,6 +70,7 @@ def exec_(
     resume: str | None,
     newest: bool,
     as_json: bool,
+    output: str | None,
     verbose: bool,
 ) -> None:
     """Run one turn on PROMPT (`-` or none: read stdin) in a session, then exit.
@@ -76,14 +81,37 @@ def exec_(
     without network, and --mode read-only refuses every change).
     Into a pipe, stdout is the final answer; with --json, the update stream.
     Exit status: 0 end of turn, 1 error, 2 refused before the turn (command
-    line, folder, session), 3 refusal, 4 max tokens, 5 max turn requests,
-    130 cancelled (Ctrl-C; a second Ctrl-C quits at once).
+    line, configuration, no model or key, folder, session), 3 refusal, 4 max
+    tokens, 5 max turn requests, 130 cancelled (Ctrl-C; a second Ctrl-C quits
+    at once), 141 stdout's reader went away.
+
+    \b
+    Examples:
+      term2 exec "explain this repository"
+      git diff | term2 exec "review this change"
+      term2 exec -m anthropic/claude-sonnet-4-5 -C ~/src/app "why does the build fail?"
+      term2 exec --json "list the TODOs" | jq -r 'select(.type=="result") | .text'
+      term2 exec -o answer.md "summarise README.md"
+      term2 exec --resume last "now add tests for it"
+      term2 sessions
+
+    \b
+    Environment:
+      OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...
+                         the provider's key; without --model the first one set picks the model
+      TERM2_MODEL        the model, as --model takes it
+      TERM2_CONFIG       the config file (default ~/.config/term2/config.toml)
+      TERM2_HOME         where sessions are stored (default ~/.local/share/term2)
+      TERM2_LOG_LEVEL    debug, info, warning or error, on stderr and in the log file
+      TERM2_REQUEST_TIMEOUT, TERM2_RETRY_MAX_ATTEMPTS
+                         seconds one model request may take; attempts per request
+      XDG_STATE_HOME     the log file is $XDG_STATE_HOME/term2/term2.log (~/.local/state/term2/)
     """
     from term2.app.entrypoints.exec_command import ExecOptions, launch_exec
 
     if resume and newest:
         raise click.UsageError("--resume and --continue cannot be used together")
-    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode)
+    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode, output)
     launch_exec(options, os.environ)
 
 
@@ -101,7 +129,9 @@ def _settings() -> Settings:
         settings = load_settings(os.environ)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    configure_logging(settings.log_level)
+    from term2.app.first_run import key_values
+
+    configure_logging(settings.log_level, secrets=key_values(settings, os.environ))
     return settings
 
 
@@ -141,20 +171,62 @@ def _per_million(price: float | None) -> str:
 
 
 @cli.command()
-def doctor() -> None:
-    """Check whether shell commands can be sandboxed on this machine, and why not."""
+@click.option("--offline", is_flag=True, help="Skip the one small request to the model's endpoint.")
+def doctor(offline: bool) -> None:
+    """Check a first run end to end: the config, the model, its key, its endpoint, the sandbox.
+
+    The endpoint check sends the model one request of a few tokens (a fraction
+    of a cent at hosted prices); --offline skips it. Each failure is printed
+    with its fix; the exit status is 1 when any check failed.
+    """
+    from term2.app.entrypoints.doctor import line_of, run_doctor
+
+    if not run_doctor(os.environ, offline, lambda check: click.echo(line_of(check))):
+        click.echo("term2 never runs commands unsandboxed, nor without a usable model: fix the above.", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1), help="How many to list, newest first."
+)
+def sessions(folder: str | None, limit: int) -> None:
+    """List stored sessions, newest first: id, time, folder and title (the first prompt's line).
+
+    With FOLDER, only the sessions made there. `term2 exec --resume ID` (or
+    `--resume last`, the newest in the folder) continues one; editors list the same.
+    """
     import anyio
 
-    status = anyio.run(_container().sandbox().status)
-    mark = "ok" if status.available else "UNAVAILABLE"
-    click.echo(f"sandbox (bubblewrap): {mark}: {status.detail}")
-    if status.network is not None:  # commands that ask for hosts (ADR 0030); without it they fail, nothing else does
-        click.echo(f"network by approval: {status.network}")
-    if status.walks is not None:  # why commands in a big workspace may be slow (ADR 0031, 0033)
-        click.echo(f"workspace walks: {status.walks}")
-    if not status.available:
-        click.echo("term2 never runs commands unsandboxed: the shell tool will refuse.", err=True)
-        sys.exit(1)
+    from term2.app.sessions import filter_cwd
+
+    container = _container()
+    root = filter_cwd(os.path.realpath(folder)) if folder else None
+
+    async def listed() -> list[tuple[str, str, str, str]]:
+        store = container.store()
+        rows: list[tuple[str, str, str, str]] = []
+        cursor: str | None = None
+        try:
+            while len(rows) < limit:
+                page = await store.list(root, cursor, min(limit, 100))
+                for s in page.sessions[: limit - len(rows)]:
+                    when = s.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
+                    rows.append((s.session_id, when, s.cwd, s.title or "(untitled)"))
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        finally:
+            await store.aclose()
+        return rows
+
+    rows = anyio.run(listed)
+    if not rows:
+        click.echo("no sessions" + (f" in {folder}" if folder else ""), err=True)
+        return
+    for session_id, when, cwd, title in rows:
+        click.echo(f"{session_id}  {when}  {cwd}  {title}")
 
 
 @cli.command()

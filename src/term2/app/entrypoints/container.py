@@ -27,6 +27,7 @@ from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
 from term2.app.entrypoints.lean_imports import import_lean
+from term2.app.first_run import check_credentials
 from term2.app.mcp.servers import McpLimits, McpSessions
 from term2.app.provider_settings import provider_settings
 from term2.app.session_config import SessionConfig
@@ -133,6 +134,7 @@ def _session_models(
         default_settings=default_settings,
         default_llm=default_llm,
         default_toolbox=default_toolbox,
+        credentials=lambda chosen: check_credentials(chosen, env),
     )
     return SessionModels(settings, parts)
 
@@ -174,12 +176,14 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
-    """term2's own data, configuration and folder locks: hidden from commands, never inside a workspace."""
+    """term2's own data, configuration, logs and folder locks: hidden from commands, never inside a workspace."""
     from term2.adapters.locks import lock_folder
+    from term2.adapters.logging_setup import log_dir
 
     config = config_path(env)
-    own = (str(settings.data_dir(env)), str(config.parent if config.parent.name == "term2" else config))
-    return (*own, str(lock_folder(env)))  # a program that could write the locks could free itself (ADR 0038)
+    configured = str(config.parent if config.parent.name == "term2" else config)
+    # a program that could write the locks could free itself (ADR 0038)
+    return (str(settings.data_dir(env)), configured, str(log_dir(env)), str(lock_folder(env)))
 
 
 class Container(containers.DeclarativeContainer):

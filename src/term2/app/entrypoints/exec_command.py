@@ -13,6 +13,7 @@ a line on stderr and nothing on stdout.
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import stat
@@ -50,6 +51,7 @@ class ExecOptions:
     json: bool = False
     verbose: bool = False
     mode: str | None = None  # --mode: ask, auto or read-only (ADR 0044); None: ask, or a resumed session's own
+    output_last_message: str | None = None  # -o FILE: the final answer written there too
 
 
 def refuse(message: str, extra: tuple[str, ...] = (), status: int = exit_status.USAGE) -> NoReturn:
@@ -68,12 +70,17 @@ def exit_now(status: int) -> NoReturn:
 
 
 def settings_for(options: ExecOptions, env: Mapping[str, str]) -> Settings:
+    """The layered settings with the default model filled in, refused (status 2) unless a turn could start:
+    the configuration, the model, its endpoint and its key are all checked before any session exists."""
     from term2.app.entrypoints.launcher import check_model
+    from term2.app.first_run import check_credentials, check_endpoint, with_default_model
     from term2.app.model_resolution import ModelResolutionError
 
     try:
-        settings = load_settings(env, AcpArgs(options.provider, options.model, options.effort))
+        settings = with_default_model(load_settings(env, AcpArgs(options.provider, options.model, options.effort)), env)
         check_model(settings)
+        check_endpoint(settings, env)
+        check_credentials(settings, env)
     except ConfigError as exc:
         refuse(str(exc))
     except ModelResolutionError as exc:
@@ -143,18 +150,42 @@ def _read_stdin() -> str:
     return data.decode("utf-8", "replace")
 
 
-def log_level(settings: Settings, options: ExecOptions, env: Mapping[str, str]) -> str:
-    """term2's own logs share the terminal with the turn: warnings only, unless asked for."""
-    if env.get("TERM2_LOG_LEVEL"):
-        return settings.log_level
-    return "info" if options.verbose else "warning"
+def stderr_level(settings: Settings, options: ExecOptions) -> str | None:
+    """term2's own logs share the terminal with the turn: warnings only (the log file has the rest),
+    unless asked for with --verbose (TERM2_LOG_LEVEL, when set, rules both)."""
+    return "info" if options.verbose and not settings.log_level else None
+
+
+READER_GONE = 141  # as a process killed by SIGPIPE reports it to a shell (128 + 13)
+
+
+class QuietPipe(io.TextIOWrapper):
+    """A script's stdout that ends the process quietly once its reader is gone (`term2 exec --json | head -1`).
+
+    Nobody reads what is written from then on, so there is nothing left to
+    say: exit at once with the status a shell expects of a closed pipe, with
+    no traceback, as `git log | head` does.
+    """
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            exit_now(READER_GONE)
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except BrokenPipeError:
+            exit_now(READER_GONE)
 
 
 def _script_stdout() -> TextIO:
     from term2.adapters.acp.stdio import guard_stdout
 
     fd = guard_stdout()
-    return os.fdopen(fd, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+    raw = os.fdopen(fd, "wb", buffering=0, closefd=False)
+    return QuietPipe(raw, encoding="utf-8", errors="replace", line_buffering=True)
 
 
 def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approver, ControllingTerminal | None]:
@@ -205,19 +236,28 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
     prompt = read_prompt(options.prompt)
     from term2.adapters.logging_setup import configure_logging
     from term2.adapters.terminal.exec_turn import ExecRequest
+    from term2.app.entrypoints.startup_log import log_start
+    from term2.app.first_run import key_values
 
-    configure_logging(log_level(settings, options, env))
+    secrets = key_values(settings, env)
+    configure_logging(settings.log_level, env, stderr_level=stderr_level(settings, options), secrets=secrets)
+    log_start("exec", settings, env)
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
+    last = options.resume == "last"  # --resume last: the newest session in the folder, as --continue
     request = ExecRequest(
         prompt,
         cwd,
-        resume=options.resume,
-        newest=options.newest,
+        resume=None if last else options.resume,
+        newest=options.newest or last,
         model=options.model,
         effort=options.effort,
         mode=options.mode,
     )
     view, approver, tty = compose(options, stdin_answers)
+    if options.output_last_message:
+        from term2.adapters.terminal.final_text import AnswerToFile
+
+        view = AnswerToFile(view, options.output_last_message)
     try:
         status = anyio.run(_exec, settings, env, request, view, approver, backend="asyncio")
     except KeyboardInterrupt:  # before the turn could take Ctrl-C over: nothing ran
@@ -267,8 +307,8 @@ async def _exec(
             except Term2Error as exc:  # the folder, the session or its turn was refused: nothing ran
                 _say(f"error: {exc}")
                 status = exit_status.USAGE
-            except Exception as exc:
-                structlog.get_logger("term2.exec").exception("exec failed")
+            except Exception as exc:  # said once here; the log file keeps the traceback
+                structlog.get_logger("term2.exec").info("exec failed", exc_info=True)
                 _say(f"error: {exc}")
             finally:
                 tg.cancel_scope.cancel()

@@ -26,9 +26,12 @@ def _refuse(message: str, extra: tuple[str, ...] = ()) -> None:
 
 def prepare(argv: list[str], env: Mapping[str, str]) -> Settings:
     """Parse, layer configuration and resolve the model; raise SystemExit(1) on any refusal."""
+    from term2.app.first_run import check_endpoint, with_default_model
+
     try:
         args = parse_acp_args(argv)
-        settings = load_settings(env, args)
+        settings = with_default_model(load_settings(env, args), env)
+        check_endpoint(settings, env)
     except (AcpUsageError, ConfigError) as exc:
         _refuse(str(exc))
         raise  # unreachable: _refuse exits
@@ -52,13 +55,31 @@ def check_model(settings: Settings) -> None:
             resolve_model(settings.model, settings.provider, catalog.models(), catalog.providers())
 
 
+ON_A_TERMINAL = (
+    "term2 acp: this is the Agent Client Protocol server an editor starts (JSON-RPC on stdin/stdout); "
+    'to run a prompt here, use: term2 exec "explain this repository". Ctrl-C quits.\n'
+)
+
+
 def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
     settings = prepare(argv, env)
+    try:
+        _launch(settings, env)
+    except KeyboardInterrupt:  # Ctrl-C before the server watches for it: a person at a terminal, nothing ran
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def _launch(settings: Settings, env: Mapping[str, str]) -> None:
     from term2 import __version__
     from term2.adapters.acp.negotiation import early_answer
     from term2.adapters.acp.stdio import MAX_LINE_BYTES, guard_stdout
 
     protocol_fd = guard_stdout()
+    if sys.stdin.isatty():  # a person, not an editor: say what this is (a client that speaks is still served)
+        sys.stderr.write(ON_A_TERMINAL)
+        sys.stderr.flush()
     # Editors send `initialize` first and wait for it: answer it before loading the
     # event loop, logging and the server. Any other first line goes to the server.
     first = sys.stdin.buffer.readline(MAX_LINE_BYTES + 1)
@@ -69,8 +90,12 @@ def launch_acp(argv: list[str], env: Mapping[str, str]) -> None:
         version, reply, client = early
         _write_all(protocol_fd, reply)
     from term2.adapters.logging_setup import configure_logging
+    from term2.app.first_run import key_values
 
-    configure_logging(settings.log_level)  # before any module imports structlog
+    configure_logging(settings.log_level, env, secrets=key_values(settings, env))  # before structlog is imported
+    from term2.app.entrypoints.startup_log import log_start
+
+    log_start("acp", settings, env, protocol_version=version)
     from term2.app.entrypoints.serve import run_acp
 
     run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, client=client)
