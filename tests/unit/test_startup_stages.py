@@ -56,7 +56,7 @@ class _Prompts:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def admit(self, session_id: str) -> str:
+    def admit(self, session_id: str, prompt: object = ()) -> str:
         self.calls.append(("admit", session_id))
         return session_id
 

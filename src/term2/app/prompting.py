@@ -25,8 +25,8 @@ from term2.app.metering import Meter
 from term2.app.session_models import ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.transcript import Transcript
-from term2.domain.content import ContentBlock, render_for_model
-from term2.domain.errors import NotFound, Term2Error
+from term2.domain.content import ContentBlock, images_of, render_for_model
+from term2.domain.errors import InvalidInput, NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.transcript import ChatMessage
@@ -79,11 +79,22 @@ class PromptService:
         self._outputs = outputs
         self._mcp = mcp  # the session's MCP servers, whose tools join the built-in ones (ADR 0023)
 
-    def admit(self, session_id: str) -> OpenSession:
-        """Claim the session's one foreground slot, before any preparation starts."""
+    def admit(self, session_id: str, prompt: tuple[ContentBlock, ...] = ()) -> OpenSession:
+        """Claim the session's one foreground slot, before any preparation starts.
+
+        A prompt with images for a model that takes none is refused here, before
+        anything is recorded or sent: the session stays as it was (ADR 0046).
+        """
         opened = self._registry.get(session_id)
         if opened is None:
             raise NotFound(f"unknown or closed session: {session_id}")
+        if images_of(prompt):
+            model, takes = self._models.takes_images(opened.session)
+            if not takes:
+                raise InvalidInput(
+                    f"the model {model} does not take images; remove the image, or choose a model that takes "
+                    "images (a local model can be declared with `images = true` in config.toml)"
+                )
         opened.turn.admit(session_id)
         return opened
 
@@ -173,7 +184,7 @@ class PromptService:
         if command is not None:
             await self._command(command, opened, transcript, meter, setup, servers, approver, emit, record)
             return TurnOutcome(StopReason.END_TURN)
-        await transcript.add(ChatMessage("user", text))
+        await transcript.add(ChatMessage("user", text, images=images_of(prompt)), stored=ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,
             opened.access,

@@ -90,10 +90,12 @@ class Transcript:
         if window is not None and not self.reported:
             self.memory.bound(self._system_raw + tokens_of(self.messages), self._tools_raw, window)
 
-    async def add(self, message: ChatMessage) -> ModelMessage:
+    async def add(self, message: ChatMessage, stored: ChatMessage | None = None) -> ModelMessage:
+        """``stored``: what the history keeps of ``message`` when it differs (a prompt's images are kept once,
+        with the user's message, and put back when the transcript is read: `conversation.model_transcript`)."""
         item = ModelMessage(new_id("mm"), message)
         self.messages.append(item)
-        await self._record(item)
+        await self._record(item if stored is None else ModelMessage(item.message_id, stored))
         return item
 
     def request(self) -> CompletionRequest:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from term2.domain.images import IMAGE_TOKENS, Image
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -45,6 +47,7 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
     reasoning: tuple[ReasoningBlock, ...] = ()  # assistant messages only, before their text
+    images: tuple[Image, ...] = ()  # user messages only, after their text (ADR 0046)
 
 
 def estimate_tokens(text: str) -> int:
@@ -59,7 +62,7 @@ def message_tokens(message: ChatMessage) -> int:
         total += 4 + estimate_tokens(call.name) + estimate_tokens(call.arguments)
     for block in message.reasoning:
         total += estimate_tokens(block.text) + (estimate_tokens(block.signature) if block.signature else 0)
-    return total
+    return total + IMAGE_TOKENS * len(message.images)
 
 
 # -- what the store keeps of the transcript ------------------------------------------------------

@@ -25,8 +25,11 @@ if TYPE_CHECKING:
     Negotiated = tuple[Literal[1], v1.InitializeResponse] | tuple[Literal[2], v2.InitializeResponse]
 
 
-def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotiated:
+def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str], images: bool = False) -> Negotiated:
     """Pick one version for the connection and build the matching `initialize` result.
+
+    `images`: the launcher's model takes images, so v1 advertises `promptCapabilities.image`
+    (a session switched to a model without vision refuses an image prompt by name, ADR 0046).
 
     Raises RpcError (invalid params) when no version can be picked.
     """
@@ -47,7 +50,7 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
         "protocolVersion": 1,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
@@ -105,7 +108,9 @@ def client_takes_compaction(params: Any, version: int) -> bool:
     return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
 
 
-def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes, ClientCaps] | None:
+def early_answer(
+    line: bytes, v2_enabled: bool, info: Mapping[str, str], images: bool = False
+) -> tuple[int, bytes, ClientCaps] | None:
     """Answer a first line that is a well-formed `initialize` request, before the server exists.
 
     Anything else (malformed JSON, another method, bad params) returns None and
@@ -121,7 +126,7 @@ def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tupl
     if request_id is None or not valid_id(request_id):  # no id, or null: the server answers it
         return None
     try:
-        version, result = negotiate(message.get("params"), v2_enabled, info)
+        version, result = negotiate(message.get("params"), v2_enabled, info, images)
     except RpcError:
         return None
     reply = encode(result_reply(request_id, result)) + b"\n"

@@ -63,8 +63,9 @@ def map_domain_error(exc: Term2Error) -> RpcError:
 
 
 class AcpServer:
-    def __init__(self, info: AgentInfo, v2_enabled: bool, methods: MethodsFactory) -> None:
+    def __init__(self, info: AgentInfo, v2_enabled: bool, methods: MethodsFactory, images: bool = False) -> None:
         self._info = info
+        self._images = images  # the launcher's model takes images: v1 advertises `promptCapabilities.image`
         self._v2_enabled = v2_enabled
         self._methods_factory = methods
         self._connection: JsonRpcConnection | None = None
@@ -156,6 +157,6 @@ class AcpServer:
     async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
-        self.version, result = negotiate(params, self._v2_enabled, self.info)
+        self.version, result = negotiate(params, self._v2_enabled, self.info, self._images)
         self.client = client_caps(params, self.version)
         return result

@@ -256,7 +256,7 @@ class SessionMethods:
             if not self._waiting[session_id]:
                 del self._waiting[session_id]
         self._made = turns
-        opened = turns.prompts.admit(session_id)
+        opened = turns.prompts.admit(session_id, blocks)
         if session_id in self._cancelled_early:  # the turn starts cancelled and ends as such, in the usual way
             self._cancelled_early.discard(session_id)
             turns.prompts.cancel(session_id)

@@ -19,7 +19,7 @@ from term2.adapters.acp.wire_common import (
     resource_contents,
     usage_meta,
 )
-from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock, TextBlock
 from term2.domain.diff import fits_an_update, git_patch, text_diff, too_large_note
 from term2.domain.history import (
     DiffOutput,
@@ -66,6 +66,13 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
         return text_block(block.text)
     if isinstance(block, EmbeddedResource):
         return {"type": "resource", "resource": resource_contents(block)}
+    if isinstance(block, ImageBlock) and block.embedded and block.uri is not None:  # replayed as it came
+        return {"type": "resource", "resource": {"uri": block.uri, "blob": block.data, "mimeType": block.mime_type}}
+    if isinstance(block, ImageBlock):
+        image: v1.ContentBlockImage = {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        if block.uri is not None:
+            image["uri"] = block.uri
+        return image
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
 
 

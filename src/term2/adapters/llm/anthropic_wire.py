@@ -113,7 +113,12 @@ def _blocks_of(message: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
         if message.content:
             result["content"] = message.content
         return "user", [result]
-    return "user", [{"type": "text", "text": message.content}] if message.content else []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    for image in message.images:  # after the text that names them ("[attached image 1 ...]")
+        blocks.append(
+            {"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
+        )
+    return "user", blocks
 
 
 def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -43,6 +43,8 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     (the rule and the servers are in `openai_wire`'s docstring).
     """
     out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images and message.role == "user":
+        out["content"] = user_parts(message)
     if thinking_blocks and message.role == "assistant":
         blocks = [thinking_block(b) for b in message.reasoning if b.provider == "anthropic"]
         if blocks:
@@ -60,6 +62,15 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id or ""
     return out
+
+
+def user_parts(message: ChatMessage) -> list[dict[str, Any]]:
+    """A user message with images as OpenAI's content parts: its text, then each image as a data URL
+    (litellm reads the same parts and converts them for every provider it routes)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    for image in message.images:
+        parts.append({"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}})
+    return parts
 
 
 def thinking_block(block: ReasoningBlock) -> dict[str, Any]:
