@@ -38,7 +38,15 @@ from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import Sandbox
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import ToolContext
-from term2.ports.updates import MessageChunk, SessionEvent, Spent, StateChanged, UpdateSink, UserMessageSent
+from term2.ports.updates import (
+    MessageChunk,
+    SessionEvent,
+    Spent,
+    StateChanged,
+    TitleChanged,
+    UpdateSink,
+    UserMessageSent,
+)
 
 log = structlog.get_logger("term2.prompt")
 
@@ -165,8 +173,11 @@ class PromptService:
         await record(user)
         text = render_for_model(prompt)
         # Re-read: a model chosen while this turn was being admitted must not be overwritten.
+        untitled = opened.session.title is None
         opened.session = opened.session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
+        if untitled and opened.session.title is not None:  # stored first: a list right after the update has it
+            await emit(TitleChanged(opened.session.title, opened.session.updated_at))
         setup = self._models.setup(opened.session)  # after the prompt is recorded: an unusable model fails the turn
         llm, budget = setup.llm, setup.budget
         meter.start(entries, setup.prices)  # again, now with the prices: costs too

@@ -45,6 +45,14 @@ class SessionStore(Protocol):
         """
         ...
 
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session and its whole history, durably; False when there was no such session.
+
+        After it returns, `get` is None, `list` leaves it out and `append`/`save` raise NotFound,
+        in every process on the store.
+        """
+        ...
+
     async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         """Newest first by updated_at; raises InvalidCursor for a forged or stale cursor."""
         ...

@@ -7,6 +7,7 @@ The events are protocol-neutral; the ACP adapter renders them as v1 or v2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from term2.domain.content import ContentBlock
@@ -99,6 +100,14 @@ class StateChanged:
     spent: Spent | None = None  # with idle: what the turn and the session spent
 
 
+@dataclass(frozen=True, slots=True)
+class TitleChanged:
+    """The session was named (by its first prompt): v1 clients title the thread and its history entry by it."""
+
+    title: str
+    updated_at: datetime
+
+
 SessionEvent = (
     UserMessageSent
     | MessageChunk
@@ -110,6 +119,7 @@ SessionEvent = (
     | CompactionChanged
     | CompactionChunk
     | StateChanged
+    | TitleChanged
 )
 
 

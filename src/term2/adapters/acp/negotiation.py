@@ -52,7 +52,7 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str], images: bo
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [],
         "agentInfo": implementation,

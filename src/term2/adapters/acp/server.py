@@ -31,12 +31,14 @@ SESSION_METHODS = frozenset(
         "session/list",
         "session/resume",
         "session/close",
+        "session/delete",
         "session/prompt",
         "session/set_config_option",
     }
 )
 V2_ONLY: frozenset[str] = frozenset()
-V1_ONLY = frozenset({"session/load", "session/set_config_option"})  # v2's page has no pickers (ADR 0043)
+# v2's page has no pickers (ADR 0043) and no delete (ADR 0046)
+V1_ONLY = frozenset({"session/load", "session/set_config_option", "session/delete"})
 
 log = structlog.get_logger("term2.acp")
 

@@ -100,6 +100,7 @@ class SessionMethods:
         }
         if self._version == 1:
             table["session/load"] = self.load
+            table["session/delete"] = self.delete
             table["session/set_config_option"] = self.set_config_option
         return table
 
@@ -238,6 +239,13 @@ class SessionMethods:
         args = p.parse(p.SESSION_REF, params, "session/close")
         if not await self._sessions.close(args["sessionId"]):
             raise RpcError(INTERNAL_ERROR, "the session's active work did not settle; the session was closed anyway")
+        return {}
+
+    async def delete(self, params: Any) -> v1.DeleteSessionResponse:
+        """v1 only: an active turn is cancelled and settled first, as close does; then the session is gone."""
+        args = p.parse(p.SESSION_REF, params, "session/delete")
+        if not await self._sessions.delete(args["sessionId"]):
+            raise RpcError(INTERNAL_ERROR, "the session's active work did not settle; the session was deleted anyway")
         return {}
 
     async def prompt(self, params: Any) -> AfterReply | v1.PromptResponse:

@@ -37,6 +37,7 @@ from term2.ports.updates import (
     SessionEvent,
     StateChanged,
     TerminalChunk,
+    TitleChanged,
     ToolCallChanged,
     UsageChanged,
     UserMessageSent,
@@ -207,4 +208,11 @@ class V1Renderer:
             return [chunk]
         if isinstance(event, StateChanged):
             return []  # v1 ends a turn with the session/prompt response instead
+        if isinstance(event, TitleChanged):
+            info: v1.SessionUpdateSessionInfoUpdate = {
+                "sessionUpdate": "session_info_update",
+                "title": event.title,
+                "updatedAt": event.updated_at.isoformat(),
+            }
+            return [info]
         raise TypeError(f"unknown event {event!r}")

@@ -38,6 +38,7 @@ from term2.ports.updates import (
     SessionEvent,
     StateChanged,
     TerminalChunk,
+    TitleChanged,
     ToolCallChanged,
     UsageChanged,
     UserMessageSent,
@@ -222,4 +223,6 @@ class V2Renderer:
             ]
         if isinstance(event, StateChanged):
             return [_state(event)]
+        if isinstance(event, TitleChanged):
+            return []  # the v2 page has no title update; session/list carries the title
         raise TypeError(f"unknown event {event!r}")

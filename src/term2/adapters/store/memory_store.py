@@ -52,6 +52,10 @@ class InMemorySessionStore:
             updated_at=stored.updated_at,
         )
 
+    async def delete(self, session_id: str) -> bool:
+        self._history.pop(session_id, None)
+        return self._sessions.pop(session_id, None) is not None
+
     async def append(self, session_id: str, entry: HistoryEntry) -> None:
         entries = self._history.get(session_id)
         if entries is None:
