@@ -50,7 +50,7 @@ from term2.ports.llm import (
     Usage,
 )
 from term2.ports.tools import Toolbox, ToolContext
-from term2.ports.updates import MessageChunk
+from term2.ports.updates import MessageChunk, Notice
 
 log = structlog.get_logger("term2.agent_loop")
 
@@ -241,7 +241,7 @@ async def _respond(
             notice = retry_notice(wait, failed + 1, policy, exc.kind, exc.status)
             log.warning("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))
         # A notice of its own (not part of any answer, not recorded): progress, not conversation.
-        await ctx.emit(MessageChunk(new_id("thought"), notice, thought=True))
+        await ctx.emit(Notice(new_id("thought"), notice, "warning", fallback="thought"))
         await backoff.sleep(wait)
         waited += wait
 

@@ -108,6 +108,27 @@ class TitleChanged:
     updated_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """News for the user about the session, never for the model: a retry, an MCP server that failed,
+    a refused host. Never recorded: it is neither history nor transcript.
+
+    A v1 client that advertised `session.notices` gets a `notice` update; any other client gets
+    `as_chunk()`, today's text: a thought or an agent message, as `fallback` says, or nothing where
+    the news is already shown elsewhere (a refused host, in its command's output) (ADR 0046).
+    """
+
+    message_id: str
+    text: str
+    severity: Literal["info", "warning", "error"] = "info"
+    fallback: Literal["thought", "message"] | None = "message"
+
+    def as_chunk(self) -> MessageChunk | None:
+        if self.fallback is None:
+            return None
+        return MessageChunk(self.message_id, self.text, self.fallback == "thought")
+
+
 SessionEvent = (
     UserMessageSent
     | MessageChunk
@@ -120,6 +141,7 @@ SessionEvent = (
     | CompactionChunk
     | StateChanged
     | TitleChanged
+    | Notice
 )
 
 

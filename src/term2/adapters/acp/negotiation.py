@@ -70,6 +70,7 @@ class ClientCaps:
     """
 
     compaction: bool = False
+    notices: bool = False  # v1 `clientCapabilities.session.notices`: news goes as `notice` updates (ADR 0046)
     fs_read: bool = False
     fs_write: bool = False
     terminal_output: bool = False
@@ -84,6 +85,7 @@ def client_caps(params: Any, version: int) -> ClientCaps:
     fs, meta = _object(caps.get("fs")), _object(caps.get("_meta"))
     return ClientCaps(
         compaction=compaction,
+        notices=isinstance(_object(caps.get("session")).get("notices"), dict),
         fs_read=fs.get("readTextFile") is True,
         fs_write=fs.get("writeTextFile") is True,
         terminal_output=meta.get("terminal_output") is True,

@@ -191,14 +191,14 @@ class SessionMethods:
         """Start the session's MCP servers now (in the background), and tell the user about them only
         once the reply is out: a notice for a session the client does not know yet would be lost."""
         from term2.app.clock import new_id
-        from term2.ports.updates import MessageChunk
+        from term2.ports.updates import Notice
 
         replied = anyio.Event()
 
         async def notice(text: str) -> None:
             await replied.wait()
             turns = await self._turns()
-            await turns.sink.send(session_id, MessageChunk(new_id("notice"), text))
+            await turns.sink.send(session_id, Notice(new_id("notice"), text, "warning"))
 
         await self._sessions.connect_servers(session_id, servers[0], notice)
         commands = self._offers_config() and self._notify is not None

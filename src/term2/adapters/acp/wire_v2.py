@@ -34,6 +34,7 @@ from term2.ports.updates import (
     CompactionChanged,
     CompactionChunk,
     MessageChunk,
+    Notice,
     PlanChanged,
     SessionEvent,
     StateChanged,
@@ -223,6 +224,9 @@ class V2Renderer:
             ]
         if isinstance(event, StateChanged):
             return [_state(event)]
+        if isinstance(event, Notice):  # v2's page has no notices: today's text, as it was
+            told = event.as_chunk()
+            return [] if told is None else self.render(told, replay)
         if isinstance(event, TitleChanged):
             return []  # the v2 page has no title update; session/list carries the title
         raise TypeError(f"unknown event {event!r}")

@@ -136,7 +136,9 @@ class _Startup:
         renderer = (
             V2Renderer()
             if version == 2
-            else V1Renderer(compaction=client.compaction, display_terminals=client.terminal_output)
+            else V1Renderer(
+                compaction=client.compaction, display_terminals=client.terminal_output, notices=client.notices
+            )
         )
         sink = AcpUpdateSink(connection, renderer)
         files = AcpClientFiles(connection, client) if client.fs_read or client.fs_write else None
