@@ -12,8 +12,7 @@ or sent. Every message is validated against the v1 schema on close.
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +20,11 @@ import pytest
 
 from tests.e2e.test_native_wires_e2e import anthropic_env, openai_env
 from tests.e2e.test_prompts import FIRST_TURN_TIMEOUT, make_workspace, run_v1, write_config
+from tests.fakes.images import png
 from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
-from tests.support.acp_process import AcpProcess, updates
+from tests.support.acp_process import AcpProcess, allow_kind, updates
 
 Message = dict[str, Any]
-
-
-def png(width: int = 2, height: int = 2) -> bytes:
-    """A real PNG (solid grey), built here so the fakes check real bytes."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    rows = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 PNG = base64.b64encode(png()).decode()
@@ -69,7 +58,7 @@ def takes_images(init: Message) -> bool:
 
 
 def start(tmp_path: Path, env: dict[str, str]) -> tuple[AcpProcess, Message]:
-    client = AcpProcess(tmp_path, env=env)
+    client = AcpProcess(tmp_path, env=env, permission=allow_kind("allow_once"))
     return client, client.initialize(1)
 
 
@@ -186,6 +175,106 @@ def test_an_image_resource_blob_is_sent_as_an_image(tmp_path: Path) -> None:
             assert openai_images(llm) == [f"data:image/png;base64,{PNG}"]
             client.result("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
             assert resource in [u["content"] for u in updates(client.log, "user_message_chunk")]  # as it came
+        finally:
+            client.close()
+        client.validate_schemas()
+
+
+def tool_images(server: FakeLLMServer, protocol: str) -> list[Any]:
+    """The images that followed a tool result: OpenAI's in the user message after the results (term2's
+    note first), Anthropic's inside the tool_result."""
+    found: list[Any] = []
+    for request in server.requests:
+        if request.protocol != protocol or request.status != "completed":
+            continue
+        for message in request.body["messages"]:
+            content = message["content"] if isinstance(message["content"], list) else []
+            if protocol == "openai" and content and "images returned by the tool" in str(content[0].get("text")):
+                found += [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+            for block in content if protocol == "anthropic" else []:
+                if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                    found += [b["source"] for b in block["content"] if b["type"] == "image"]
+    return found
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_read_file_of_a_png_returns_it_to_a_vision_model(tmp_path: Path, protocol: str) -> None:
+    workspace = make_workspace(tmp_path)
+    (workspace / "shot.png").write_bytes(png())
+    with start_fake_llm(require_key="sk-ant-test" if protocol == "anthropic" else None) as llm:
+        llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "shot.png"}}]}, {"text": "Grey."})
+        client, _ = start(tmp_path, anthropic_env(llm) if protocol == "anthropic" else openai_env(llm))
+        try:
+            sid = client.new_session(workspace)
+            done = run_v1(client, sid, "What is in shot.png?", timeout=FIRST_TURN_TIMEOUT)
+            assert done[-1]["result"]["stopReason"] == "end_turn", (done[-1], [r.rejection for r in llm.requests])
+            expected = (
+                [f"data:image/png;base64,{PNG}"]
+                if protocol == "openai"
+                else [{"type": "base64", "media_type": "image/png", "data": PNG}]
+            )
+            assert tool_images(llm, protocol) == expected
+            assert client.permission_requests == []  # a file in the workspace: read without asking
+        finally:
+            client.close()
+        client.validate_schemas()
+
+
+def test_read_file_of_a_png_is_a_note_for_a_model_without_vision(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    (workspace / "shot.png").write_bytes(png())
+    with start_fake_llm() as llm:
+        llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "shot.png"}}]}, {"text": "Hm."})
+        client, _ = start(tmp_path, openai_env(llm, "openai/gpt-3.5-turbo"))
+        try:
+            sid = client.new_session(workspace)
+            done = run_v1(client, sid, "What is in shot.png?", timeout=FIRST_TURN_TIMEOUT)
+            assert done[-1]["result"]["stopReason"] == "end_turn", (done[-1], [r.rejection for r in llm.requests])
+            [result] = [m for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+            assert "does not take images" in result["content"]
+            assert tool_images(llm, "openai") == []
+        finally:
+            client.close()
+        client.validate_schemas()
+
+
+def test_an_image_outside_the_workspace_asks_first_and_a_refusal_sends_nothing(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(png())
+    with start_fake_llm() as llm:
+        llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": str(outside)}}]}, {"text": "Ok."})
+        client = AcpProcess(tmp_path, env=openai_env(llm), permission=allow_kind("reject_once"))
+        try:
+            client.initialize(1)
+            sid = client.new_session(workspace)
+            link = {"type": "resource_link", "uri": outside.as_uri(), "name": "elsewhere.png"}
+            done = run_v1(client, sid, "look at this", link, timeout=FIRST_TURN_TIMEOUT)
+            assert done[-1]["result"]["stopReason"] == "end_turn", done[-1]
+            assert len(client.permission_requests) == 1  # the read of a file outside the workspace was asked
+            assert tool_images(llm, "openai") == [] and openai_images(llm) == []
+        finally:
+            client.close()
+        client.validate_schemas()
+
+
+def test_an_mcp_image_result_reaches_a_vision_model(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    repo = str(Path(__file__).resolve().parents[2])
+    server = {
+        "name": "fake",
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_server", "--record", str(tmp_path / "calls.jsonl"), "--marker", "m"],
+        "env": [{"name": "PYTHONPATH", "value": repo}],
+    }
+    with start_fake_llm() as llm:
+        llm.push({"tool_calls": [{"name": "mcp__fake__picture", "arguments": {}}]}, {"text": "Grey."})
+        client, _ = start(tmp_path, openai_env(llm))
+        try:
+            sid = client.result("session/new", {"cwd": str(workspace), "mcpServers": [server]})["sessionId"]
+            done = run_v1(client, sid, "Show me the picture", timeout=FIRST_TURN_TIMEOUT)
+            assert done[-1]["result"]["stopReason"] == "end_turn", (done[-1], [r.rejection for r in llm.requests])
+            assert tool_images(llm, "openai") == [f"data:image/png;base64,{PNG}"]
         finally:
             client.close()
         client.validate_schemas()

@@ -49,7 +49,7 @@ from term2.ports.llm import (
     ToolCallRequest,
     Usage,
 )
-from term2.ports.tools import Toolbox, ToolContext
+from term2.ports.tools import Toolbox, ToolContext, ToolReply
 from term2.ports.updates import MessageChunk, Notice
 
 log = structlog.get_logger("term2.agent_loop")
@@ -143,10 +143,13 @@ async def run_loop(
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
 
-        async def deliver(named: NamedCall, result: str) -> None:
+        async def deliver(named: NamedCall, result: str | ToolReply) -> None:
             with anyio.CancelScope(shield=True):  # the call ran: its result is kept even if the turn is cancelled now
-                text = await bounded_result(result, ctx.session_id, ctx.outputs)
-                await transcript.add(ChatMessage("tool", text, tool_call_id=named.sent.call_id))
+                images = result.images if isinstance(result, ToolReply) else ()
+                said = result.text if isinstance(result, ToolReply) else result
+                text = await bounded_result(said, ctx.session_id, ctx.outputs)
+                # A tool's images are kept with its result: the only copy (a tool call's history is text).
+                await transcript.add(ChatMessage("tool", text, tool_call_id=named.sent.call_id, images=images))
 
         await _run_tools(response.calls, toolbox, ctx, deliver)
 
@@ -155,7 +158,7 @@ async def _run_tools(
     calls: list[NamedCall],
     toolbox: Toolbox,
     ctx: ToolContext,
-    deliver: Callable[[NamedCall, str], Awaitable[None]],
+    deliver: Callable[[NamedCall, str | ToolReply], Awaitable[None]],
 ) -> None:
     """Run the calls, delivering each result in the order the model asked, as soon as it can be.
 
@@ -173,7 +176,7 @@ async def _run_tools(
         while end < len(calls) and toolbox.runs_concurrently(calls[end].call, ctx):
             end += 1
         if end - index > 1:
-            results: list[str] = [""] * (end - index)
+            results: list[str | ToolReply] = [""] * (end - index)
             async with anyio.create_task_group() as tg:
                 for position in range(index, end):
                     tg.start_soon(_run_into, results, position - index, calls[position].call, toolbox, ctx)
@@ -186,7 +189,7 @@ async def _run_tools(
 
 
 async def _run_into(
-    results: list[str], position: int, call: ToolCallRequest, toolbox: Toolbox, ctx: ToolContext
+    results: list[str | ToolReply], position: int, call: ToolCallRequest, toolbox: Toolbox, ctx: ToolContext
 ) -> None:
     results[position] = await toolbox.execute(call, ctx)
 

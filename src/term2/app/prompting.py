@@ -206,6 +206,7 @@ class PromptService:
             opened.turn,
             self._outputs,
             client_files=client_files,
+            images=self._models.takes_images(opened.session)[1],
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)

@@ -47,7 +47,7 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
     reasoning: tuple[ReasoningBlock, ...] = ()  # assistant messages only, before their text
-    images: tuple[Image, ...] = ()  # user messages only, after their text (ADR 0046)
+    images: tuple[Image, ...] = ()  # user and tool messages, after their text (ADR 0046)
 
 
 def estimate_tokens(text: str) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from term2.domain.history import HistoryEntry
+from term2.domain.images import Image
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
@@ -49,13 +50,23 @@ class ToolContext:
     outputs: OutputArchive | None = None  # where results cut for the model are kept whole
     # The editor's own reads and writes where it offers them (ADR 0024); None: the file tools use the disk.
     client_files: ClientFiles | None = None
+    images: bool = False  # the turn's model takes images: an image a tool read goes to it as one (ADR 0046)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    """A result that carries images beside its text (an image file read, an MCP tool's image), for a model
+    that takes them; the text names each image, so the result reads whole even where it is cleared."""
+
+    text: str
+    images: tuple[Image, ...]
 
 
 class Toolbox(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
-    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
-        """Run one call to its end and return the text the model sees as its result.
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str | ToolReply:
+        """Run one call to its end and return the text (and images) the model sees as its result.
 
         ``call.call_id`` is term2's name for the call, unique in the session (never the
         model's own id, ADR 0021): the history, the client and approvals key the call by it.
