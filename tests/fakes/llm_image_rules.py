@@ -17,6 +17,7 @@ Anthropic Messages
     in user messages (directly or inside a `tool_result`'s content) only.
   * The data decodes to an image of the declared type, at most 5 MB, at most
     8000 px a side; at most 100 images a request.
+  * Any block type the API does not know (OpenAI's `image_url`) is refused.
 """
 
 from __future__ import annotations
@@ -136,6 +137,12 @@ def _openai_image(model: str, part: dict[str, Any], where: str) -> Rejection | N
 # --------------------------------------------------------------------------- Anthropic
 
 
+ANTHROPIC_BLOCKS = (  # the content block types the Messages API takes in a request
+    "text", "image", "document", "search_result", "tool_use", "tool_result", "thinking", "redacted_thinking",
+    "server_tool_use", "web_search_tool_result", "container_upload",
+)  # fmt: skip
+
+
 def anthropic_images(messages: list[dict[str, Any]]) -> Rejection | None:
     count = 0
     for i, msg in enumerate(messages):
@@ -145,6 +152,11 @@ def anthropic_images(messages: list[dict[str, Any]]) -> Rejection | None:
         for j, block in enumerate(content):
             if not isinstance(block, dict):
                 continue
+            if block.get("type") not in ANTHROPIC_BLOCKS:  # e.g. OpenAI's image_url part sent to Anthropic
+                return anthropic_error(
+                    f"messages.{i}.content.{j}: Input tag '{block.get('type')}' found using 'type' does not match "
+                    f"any of the expected tags: {', '.join(repr(t) for t in ANTHROPIC_BLOCKS)}"
+                )
             nested = block.get("content") if block.get("type") == "tool_result" else None
             inner = [(f"{j}.content.{k}", b) for k, b in enumerate(nested)] if isinstance(nested, list) else []
             for where, image in [(str(j), block), *inner]:
