@@ -25,7 +25,7 @@ from term2.app.metering import Meter
 from term2.app.session_models import ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.transcript import Transcript
-from term2.domain.content import ContentBlock, images_of, render_for_model
+from term2.domain.content import ContentBlock, TextBlock, images_of, render_for_model
 from term2.domain.errors import InvalidInput, NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
@@ -174,7 +174,9 @@ class PromptService:
         text = render_for_model(prompt)
         # Re-read: a model chosen while this turn was being admitted must not be overwritten.
         untitled = opened.session.title is None
-        opened.session = opened.session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
+        typed = " ".join(b.text for b in prompt if isinstance(b, TextBlock))  # the user's words name it, if any
+        titled = opened.session.titled_from(typed or text)
+        opened.session = titled.with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
         if untitled and opened.session.title is not None:  # stored first: a list right after the update has it
             await emit(TitleChanged(opened.session.title, opened.session.updated_at))
