@@ -278,3 +278,20 @@ def test_an_mcp_image_result_reaches_a_vision_model(tmp_path: Path) -> None:
         finally:
             client.close()
         client.validate_schemas()
+
+
+def test_a_declared_local_model_takes_images_when_the_config_says_so(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    write_config(tmp_path, '[models."openai/my-local-vlm"]\nprovider = "openai"\nimages = true\n')
+    with start_fake_llm() as llm:
+        llm.push({"text": "Grey."})
+        client, init = start(tmp_path, openai_env(llm, "openai/my-local-vlm"))
+        try:
+            assert takes_images(init)
+            sid = client.new_session(workspace)
+            done = run_v1(client, sid, "What is this?", IMAGE_BLOCK, timeout=FIRST_TURN_TIMEOUT)
+            assert done[-1]["result"]["stopReason"] == "end_turn", (done[-1], [r.rejection for r in llm.requests])
+            assert openai_images(llm) == [f"data:image/png;base64,{PNG}"]
+        finally:
+            client.close()
+        client.validate_schemas()
