@@ -295,3 +295,26 @@ def test_a_declared_local_model_takes_images_when_the_config_says_so(tmp_path: P
         finally:
             client.close()
         client.validate_schemas()
+
+
+def test_a_long_session_never_sends_more_images_than_a_request_takes(tmp_path: Path) -> None:
+    """Anthropic takes at most 100 images a request: six prompts of 20 would break every later request.
+    term2 leaves the oldest out, and the message that lost them says so."""
+    workspace = make_workspace(tmp_path)
+    with start_fake_llm(require_key="sk-ant-test") as llm:
+        llm.push(*({"thought": "Seen.", "text": f"Batch {n} seen."} for n in range(6)))
+        client, _ = start(tmp_path, anthropic_env(llm))
+        try:
+            sid = client.new_session(workspace)
+            for batch in range(6):
+                blocks = [f"batch {batch}", *[IMAGE_BLOCK] * 20]
+                done = run_v1(client, sid, *blocks, timeout=FIRST_TURN_TIMEOUT)
+                assert done[-1]["result"]["stopReason"] == "end_turn", (batch, [r.rejection for r in llm.requests])
+            last = llm.requests[-1].body["messages"]
+            sent = [b for m in last if m["role"] == "user" for b in m["content"] if b["type"] == "image"]
+            assert len(sent) == 100
+            texts = [b["text"] for m in last if m["role"] == "user" for b in m["content"] if b["type"] == "text"]
+            assert any("20 image(s) of this message left out" in t for t in texts), texts
+        finally:
+            client.close()
+        client.validate_schemas()

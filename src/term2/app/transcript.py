@@ -22,7 +22,14 @@ from term2.app.clock import new_id
 from term2.domain.context_budget import tokens_of
 from term2.domain.context_estimate import ContextMemory
 from term2.domain.history import HistoryEntry
-from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction, estimate_tokens
+from term2.domain.transcript import (
+    ChatMessage,
+    ContextCompaction,
+    ModelMessage,
+    apply_compaction,
+    estimate_tokens,
+    newest_images,
+)
 from term2.ports.llm import CompletionRequest, ToolSpec
 
 Record = Callable[[HistoryEntry], Awaitable[None]]
@@ -99,7 +106,7 @@ class Transcript:
         return item
 
     def request(self) -> CompletionRequest:
-        messages = (self.system, *(m.message for m in self.messages))
+        messages = newest_images((self.system, *(m.message for m in self.messages)))
         return CompletionRequest(messages, self.tools, max_tokens=self._max_tokens, cache_key=self._cache_key)
 
     def counted(self, tokens: int, covered: int) -> None:

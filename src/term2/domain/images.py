@@ -21,6 +21,7 @@ from term2.domain.errors import InvalidInput
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_IMAGE_SIDE = 8000
 MAX_IMAGES_PER_PROMPT = 20  # well under Anthropic's 100 a request, so a few prompts' worth still fit one request
+MAX_IMAGES_PER_REQUEST = 100  # Anthropic's limit; the oldest images beyond it are left out with a note
 # What one image is counted as in the context estimate: Anthropic's ~1600 tokens for a 1.15 MP image (larger ones
 # are scaled down to it); OpenAI's high-detail tiles come to less. An estimate only: a provider's count replaces it.
 IMAGE_TOKENS = 1600
