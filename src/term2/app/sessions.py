@@ -229,7 +229,9 @@ class SessionService:
         """
         opened = self._registry.get(session_id)
         settled = await self._release(opened) if opened is not None else True
-        if not await self._store.delete(session_id) and opened is None:
+        deleted = await self._store.delete(session_id)
+        self._registry.detach(session_id)  # a load that attached it again while this settled: gone too
+        if not deleted and opened is None:
             raise NotFound(f"unknown session: {session_id}")
         if self._outputs is not None:
             await self._outputs.drop(session_id)
