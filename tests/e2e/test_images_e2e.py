@@ -238,9 +238,12 @@ def test_read_file_of_a_png_is_a_note_for_a_model_without_vision(tmp_path: Path)
         client.validate_schemas()
 
 
-def test_an_image_outside_the_workspace_asks_first_and_a_refusal_sends_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["outside", "dotenv"])
+def test_an_image_outside_the_workspace_asks_first_and_a_refusal_sends_nothing(tmp_path: Path, where: str) -> None:
+    """The image a link names is read only by the model's read_file, through its gate: a file outside the
+    workspace, or a `.env` (here one holding PNG bytes) inside it, is asked about; refused, nothing is sent."""
     workspace = make_workspace(tmp_path)
-    outside = tmp_path / "elsewhere.png"
+    outside = tmp_path / "elsewhere.png" if where == "outside" else workspace / ".env"
     outside.write_bytes(png())
     with start_fake_llm() as llm:
         llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": str(outside)}}]}, {"text": "Ok."})
