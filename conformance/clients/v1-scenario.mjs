@@ -21,10 +21,11 @@ const dialect = {
     toolCallId: params.toolCall?.toolCallId ?? null,
   }),
   // v1: the prompt response *is* the end of the turn.
-  async runTurn(env, sessionId, text) {
+  // A step's `prompt` (content blocks: an image, a resource) replaces the one text block.
+  async runTurn(env, sessionId, text, _from, prompt) {
     const result = await env.ctx.request("session/prompt", {
       sessionId,
-      prompt: [{ type: "text", text }],
+      prompt: prompt ?? [{ type: "text", text }],
     });
     return result.stopReason;
   },

@@ -81,3 +81,59 @@ def test_official_sdk_client_full_conversation(
     recorder = result.validate_transcript()
     assert recorder.validated > 20
     assert recorder.pending == {}
+
+
+@pytest.mark.timeout(240)
+def test_sdk_24_client_pastes_an_image_sees_the_title_and_deletes_the_thread(
+    tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
+) -> None:
+    """Issue 29 with the official 2.4.0 client: an image prompt to a vision model (gpt-4o-mini, the
+    native OpenAI wire), the title in `session_info_update` and `session/list`, then `session/delete`."""
+    import base64
+
+    from tests.fakes.images import png
+
+    fake_llm.push({"text": "A grey square."})
+    env = dict(os.environ)
+    env.update(
+        {
+            "TERM2_MODEL": "openai/gpt-4o-mini",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": fake_llm.base_url + "/v1",
+            "TERM2_HOME": str(tmp_path / "home"),
+            "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        }
+    )
+    data = base64.b64encode(png()).decode()
+    image = {"type": "image", "mimeType": "image/png", "data": data}
+    config = {
+        "cwd": str(workspace),
+        "steps": [
+            "initialize",
+            "session/new",
+            {"op": "prompt", "prompt": [{"type": "text", "text": "What is this?"}, image]},
+            {"op": "wait_update", "kind": "session_info_update"},
+            "session/list",
+            "session/delete",
+            "session/list",
+            {"op": "load", "expectError": -32602},
+        ],
+        "timeoutMs": 60000,
+    }
+    result = run_scenario(
+        1, [sys.executable, "-m", "term2", "acp"], config, tmp_path, env=env, timeout=220, sdk="2.4.0"
+    )
+    s = result.summary
+    assert result.returncode == 0 and s["ok"], result.explain()
+    caps = s["initialize"]["agentCapabilities"]
+    assert caps["promptCapabilities"]["image"] is True and caps["sessionCapabilities"]["delete"] == {}
+    assert s["stopReasons"] == ["end_turn"]
+    steps = {step["index"]: step for step in s["steps"]}
+    assert steps[3]["update"]["title"] == "What is this?"  # the user's words, not the image's note
+    [listed] = steps[4]["sessions"]
+    assert listed["title"] == "What is this?"
+    assert steps[6]["sessions"] == []
+    sent = [p for m in fake_llm.requests[-1].body["messages"] if m["role"] == "user" for p in m["content"]]
+    assert {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}} in sent
+    recorder = result.validate_transcript()
+    assert recorder.pending == {}

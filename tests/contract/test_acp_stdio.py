@@ -42,7 +42,7 @@ def test_v1_initialize_advertises_what_is_implemented(acp) -> None:
     assert result["protocolVersion"] == 1
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}}
+    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
     assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
     assert result["authMethods"] == []
     assert result["agentInfo"]["name"] == "term2"

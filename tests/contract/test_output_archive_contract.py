@@ -89,3 +89,25 @@ async def test_a_long_result_is_cut_for_the_model_and_read_back_through_read_out
 
 async def test_a_short_result_is_left_alone(archive: OutputArchive) -> None:
     assert await bounded_result("short", "sess_1", archive) == "short"
+
+
+async def test_drop_removes_one_sessions_outputs_only(archive: OutputArchive) -> None:
+    """session/delete's part (ADR 0046); dropping what was never kept, or an id that is no name, is no error."""
+    await archive.keep("sess_1", "out_1", "gone")
+    await archive.keep("sess_2", "out_1", "kept")
+    await archive.drop("sess_1")
+    assert await archive.fetch("sess_1", "out_1") is None
+    assert await archive.fetch("sess_2", "out_1") == "kept"
+    await archive.drop("sess_1")
+    await archive.drop("../sess_2")
+    assert await archive.fetch("sess_2", "out_1") == "kept"
+
+
+async def test_drop_never_follows_a_link_out_of_the_archive(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine")
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "outputs" / "sess_1").symlink_to(outside)
+    await OutputFiles(tmp_path / "outputs").drop("sess_1")
+    assert (outside / "precious.txt").read_text() == "mine"

@@ -204,6 +204,24 @@ async def test_delete_removes_the_session_and_its_history_and_ignores_unknown_id
     assert await collect(store.history("s1")) == []
 
 
+async def test_delete_removes_the_session_and_its_history_and_nothing_else(store: SessionStore) -> None:
+    """session/delete's port (ADR 0046): gone from get, list and history; later writes are NotFound."""
+    await store.create(session("s1"))
+    await store.create(session("s2", minutes=1))
+    await store.append("s1", UserMessage("u1", (TextBlock("hello"),)))
+    await store.append("s2", UserMessage("u2", (TextBlock("kept"),)))
+    assert await store.delete("s1") is True
+    assert await store.get("s1") is None
+    assert [s.session_id for s in (await store.list(None, None, 10)).sessions] == ["s2"]
+    assert await collect(store.history("s1")) == []
+    with pytest.raises(NotFound):
+        await store.append("s1", UserMessage("u3", (TextBlock("late"),)))
+    with pytest.raises(NotFound):
+        await store.save(session("s1"))
+    assert await store.delete("s1") is False
+    assert [e.message_id for e in await collect(store.history("s2")) if isinstance(e, UserMessage)] == ["u2"]
+
+
 async def test_create_twice_is_rejected(store: SessionStore) -> None:
     await store.create(session("s1"))
     with pytest.raises(InvalidInput):

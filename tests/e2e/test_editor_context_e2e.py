@@ -129,10 +129,10 @@ def test_a_blob_becomes_a_note_not_its_bytes(zed: Agent) -> None:
     sid = zed.session()
     blob = base64.b64encode(bytes(range(256)) * 4).decode()
 
-    prompt(zed, sid, text("look"), resource("file:///w/logo.png", blob=blob, mimeType="image/png"))
+    prompt(zed, sid, text("look"), resource("file:///w/logo.pdf", blob=blob, mimeType="application/pdf"))
 
     sent = user_text(zed)
-    assert "[attached binary data: /w/logo.png (image/png, 1,024 bytes); its content is not shown to you]" in sent
+    assert "[attached binary data: /w/logo.pdf (application/pdf, 1,024 bytes); its content is not shown to you]" in sent
     assert blob[:32] not in sent
 
 
@@ -172,7 +172,7 @@ def test_session_load_replays_the_resource_as_it_came(zed: Agent) -> None:
     blocks = [
         text("compare"),
         resource((zed.root / "x y.txt").as_uri(), text="left\n", mimeType="text/plain"),
-        resource("file:///w/pic.png", blob="iVBORw0KGgo=", mimeType="image/png"),
+        resource("file:///w/doc.pdf", blob="JVBERi0=", mimeType="application/pdf"),
     ]
     prompt(zed, sid, *blocks)
 

@@ -116,3 +116,17 @@ def test_a_refused_host_is_shown_for_a_program(agents: dict[str, Agent], client:
     call_id, shown = _run(agent, {"name": "run_code", "arguments": {"code": PROGRAM, "network": ["registry.test"]}})
     drawn = _shown(agent, call_id, shown)
     assert "refused:" in drawn and REFUSED in drawn, drawn
+
+
+def test_a_refused_host_is_also_a_notice_for_a_client_that_takes_notices(tmp_path: Path) -> None:
+    """Issue 29 part 4 (ADR 0046): the same refusal, still in the command's output the model reads, is
+    also a `notice` for a v1 client that advertised `session.notices`, escaped as in the output."""
+    with _agent(tmp_path, 1, {"session": {"notices": {}}}) as agent:
+        call_id, shown = _run(agent, shell_call(COMMAND, network=["registry.test"]))
+        assert REFUSED in _shown(agent, call_id, shown)
+        notices = [u for u in updates(agent.proc.log) if u["sessionUpdate"] == "notice"]
+        titles = [n["title"] for n in notices]
+        assert REFUSED in titles and FORGED_SHOWN in titles, titles
+        assert not any("\x1b" in t or "\n" in t for t in titles)
+        assert all(n["severity"] == "warning" for n in notices)
+        assert REFUSED in str(agent.llm.requests[-1].body)  # the model still reads it in the output

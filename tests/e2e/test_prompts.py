@@ -534,7 +534,8 @@ def test_v1_exact_order_and_no_state_updates(v1: Rig) -> None:
     messages = run_v1(v1.client, sid, "count")
     # The commands' update follows the session/new reply (ADR 0043): it may land in this turn's messages.
     tags = [tag for tag in kinds(messages) if tag not in ("usage_update", "available_commands_update")]
-    assert tags == ["agent_thought_chunk"] + ["agent_message_chunk"] * 3 + ["ack"], tags
+    # The first prompt titles the session before the turn streams (ADR 0046).
+    assert tags == ["session_info_update", "agent_thought_chunk"] + ["agent_message_chunk"] * 3 + ["ack"], tags
     assert bare(messages[-1]["result"]) == {"stopReason": "end_turn"}
     assert text_of(updates(messages, "agent_message_chunk")) == "one two three"
     assert text_of(updates(messages, "agent_thought_chunk")) == "hmm"

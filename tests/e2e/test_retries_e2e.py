@@ -51,7 +51,8 @@ def v2(v2_rig: Rig) -> Iterator[Rig]:
 
 def notices(messages: list[Message]) -> list[str]:
     texts = [str(u["content"]["text"]) for u in updates(messages, "agent_thought_chunk")]
-    return [text for text in texts if text.startswith("Retrying in")]
+    # v1 puts each notice on its own line (ADR 0046); v2 sends it as it was
+    return [text.strip("\n") for text in texts if text.strip("\n").startswith("Retrying in")]
 
 
 def said(messages: list[Message]) -> str:

@@ -35,6 +35,7 @@ Anthropic Messages
     exactly that thinking text; every `redacted_thinking` the `data` it issued.
 Responses (`/v1/responses`): `model` required; function tools named; each
   `function_call_output` answers an earlier `function_call` of the input.
+Images (both wires): `llm_image_rules`.
 Gemini: `contents` required, roles user/model; a functionResponse turn comes right
   after a functionCall turn, with as many response parts as call parts.
 Authentication (only with `require_key`): OpenAI and Responses `Authorization:
@@ -273,6 +274,10 @@ def _openai(body: dict[str, Any]) -> Rejection | None:
             )
     if rejection := _openai_tool_sequence(messages):
         return rejection
+    from tests.fakes.llm_image_rules import openai_images  # imports this module's error helpers
+
+    if rejection := openai_images(str(body["model"]), messages):
+        return rejection
     return _openai_tools(body)
 
 
@@ -394,6 +399,10 @@ def _anthropic(body: Any, headers: dict[str, str], book: SignatureBook) -> Rejec
     if rejection := _anthropic_roles(messages):
         return rejection
     if rejection := _anthropic_content(messages):
+        return rejection
+    from tests.fakes.llm_image_rules import anthropic_images  # imports this module's error helpers
+
+    if rejection := anthropic_images(messages):
         return rejection
     if rejection := _anthropic_tool_pairs(messages):
         return rejection

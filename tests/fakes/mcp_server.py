@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+
+from tests.fakes.images import png
 
 
 def build(record: Path) -> MCPServer:
@@ -38,6 +40,11 @@ def build(record: Path) -> MCPServer:
         headers = ctx.headers or {}
         note("echo", {"text": text}, token=headers.get("x-token"))
         return f"echo: {text}"
+
+    @server.tool(description="A small grey picture.")
+    def picture() -> Image:
+        note("picture", {})
+        return Image(data=png(), format="png")
 
     @server.tool(description="Always fails, as a tool error.")
     def fail() -> str:

@@ -37,7 +37,7 @@ from term2.ports.llm import (
     ThoughtDelta,
 )
 from term2.ports.tools import ToolContext
-from term2.ports.updates import MessageChunk, SessionEvent
+from term2.ports.updates import Notice, SessionEvent
 from tests.fakes.transcripts import transcript_of
 from tests.fakes.turns import live_turn
 
@@ -74,7 +74,7 @@ class Harness:
         return [e for e in self.recorded if not isinstance(e, ModelMessage)]
 
     def notices(self) -> list[str]:
-        return [e.text for e in self.events if isinstance(e, MessageChunk) and e.text.startswith("Retrying")]
+        return [e.text for e in self.events if isinstance(e, Notice) and e.text.startswith("Retrying")]
 
 
 async def test_rate_limits_are_waited_out_with_the_providers_floor_and_announced(tmp_path: Path) -> None:
@@ -87,8 +87,9 @@ async def test_rate_limits_are_waited_out_with_the_providers_floor_and_announced
         "Retrying in 2 s (2/6): rate limited by the provider",
         "Retrying in 2 s (3/6): rate limited by the provider",
     ]
-    notices = [e for e in h.events if isinstance(e, MessageChunk) and e.text.startswith("Retrying")]
-    assert all(n.thought for n in notices) and len({n.message_id for n in notices}) == 2
+    notices = [e for e in h.events if isinstance(e, Notice) and e.text.startswith("Retrying")]
+    assert all(n.fallback == "thought" and n.severity == "warning" for n in notices)
+    assert len({n.message_id for n in notices}) == 2
     assert [getattr(e, "text", None) for e in h.shown()] == ["done"]  # progress is not conversation
 
 

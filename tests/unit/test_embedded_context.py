@@ -172,7 +172,7 @@ def test_without_embedded_context_a_resource_is_refused_as_before() -> None:
 def test_replay_sends_the_resource_as_it_came_on_both_versions() -> None:
     sent = [
         _resource({"uri": "file:///w/a.py", "text": "x = 1\n", "mimeType": "text/x-python"}),
-        _resource({"uri": "file:///w/a.png", "blob": "iVBORw==", "mimeType": "image/png"}),
+        _resource({"uri": "file:///w/a.pdf", "blob": "JVBERg==", "mimeType": "application/pdf"}),
         _resource({"uri": "file:///w/b.txt", "text": ""}),
     ]
     event = UserMessageSent("u1", p.prompt_blocks(sent, embedded=True))

@@ -59,7 +59,7 @@ class _Prompts:
     def check_credentials(self, session_id: str) -> None:
         """A key is present here: v1's `auth_required` check passes (tests/e2e/test_first_run_e2e.py)."""
 
-    def admit(self, session_id: str) -> str:
+    def admit(self, session_id: str, prompt: object = ()) -> str:
         self.calls.append(("admit", session_id))
         return session_id
 

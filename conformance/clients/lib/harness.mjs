@@ -51,6 +51,7 @@ const OP_ALIASES = {
   "session/close": "close",
   "session/resume": "resume",
   "session/load": "load",
+  "session/delete": "delete",
 };
 
 export function normalizeConfig(raw) {

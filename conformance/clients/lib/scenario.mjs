@@ -204,7 +204,7 @@ const STEPS = {
     const sessionId = sid(env, step);
     const from = env.log.length;
     const text = step.text ?? env.config.promptText;
-    const stopReason = await dialect.runTurn(env, sessionId, text, from);
+    const stopReason = await dialect.runTurn(env, sessionId, text, from, step.prompt);
     return turnRecord(env, sessionId, from, stopReason);
   },
 
@@ -242,6 +242,13 @@ const STEPS = {
     } finally {
       env.state.pendingCancel = null;
     }
+  },
+
+  // v1: session/delete (the agent advertises sessionCapabilities.delete).
+  async delete(env, _dialect, step) {
+    const sessionId = sid(env, step);
+    await env.ctx.request("session/delete", { sessionId });
+    return { sessionId };
   },
 
   async close(env, _dialect, step) {

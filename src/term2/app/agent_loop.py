@@ -49,8 +49,8 @@ from term2.ports.llm import (
     ToolCallRequest,
     Usage,
 )
-from term2.ports.tools import Toolbox, ToolContext
-from term2.ports.updates import MessageChunk
+from term2.ports.tools import Toolbox, ToolContext, ToolReply
+from term2.ports.updates import MessageChunk, Notice
 
 log = structlog.get_logger("term2.agent_loop")
 
@@ -144,10 +144,13 @@ async def run_loop(
             # Running the tools now would act on the user's behalf with no model left to see the results.
             return StopReason.MAX_TURN_REQUESTS
 
-        async def deliver(named: NamedCall, result: str) -> None:
+        async def deliver(named: NamedCall, result: str | ToolReply) -> None:
             with anyio.CancelScope(shield=True):  # the call ran: its result is kept even if the turn is cancelled now
-                text = await bounded_result(result, ctx.session_id, ctx.outputs)
-                await transcript.add(ChatMessage("tool", text, tool_call_id=named.sent.call_id))
+                images = result.images if isinstance(result, ToolReply) else ()
+                said = result.text if isinstance(result, ToolReply) else result
+                text = await bounded_result(said, ctx.session_id, ctx.outputs)
+                # A tool's images are kept with its result: the only copy (a tool call's history is text).
+                await transcript.add(ChatMessage("tool", text, tool_call_id=named.sent.call_id, images=images))
 
         await _run_tools(response.calls, toolbox, ctx, deliver)
 
@@ -156,7 +159,7 @@ async def _run_tools(
     calls: list[NamedCall],
     toolbox: Toolbox,
     ctx: ToolContext,
-    deliver: Callable[[NamedCall, str], Awaitable[None]],
+    deliver: Callable[[NamedCall, str | ToolReply], Awaitable[None]],
 ) -> None:
     """Run the calls, delivering each result in the order the model asked, as soon as it can be.
 
@@ -174,7 +177,7 @@ async def _run_tools(
         while end < len(calls) and toolbox.runs_concurrently(calls[end].call, ctx):
             end += 1
         if end - index > 1:
-            results: list[str] = [""] * (end - index)
+            results: list[str | ToolReply] = [""] * (end - index)
             async with anyio.create_task_group() as tg:
                 for position in range(index, end):
                     tg.start_soon(_run_into, results, position - index, calls[position].call, toolbox, ctx)
@@ -187,7 +190,7 @@ async def _run_tools(
 
 
 async def _run_into(
-    results: list[str], position: int, call: ToolCallRequest, toolbox: Toolbox, ctx: ToolContext
+    results: list[str | ToolReply], position: int, call: ToolCallRequest, toolbox: Toolbox, ctx: ToolContext
 ) -> None:
     results[position] = await toolbox.execute(call, ctx)
 
@@ -242,7 +245,7 @@ async def _respond(
             notice = retry_notice(wait, failed + 1, policy, exc.kind, exc.status)
             log.warning("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))
         # A notice of its own (not part of any answer, not recorded): progress, not conversation.
-        await ctx.emit(MessageChunk(new_id("thought"), notice, thought=True))
+        await ctx.emit(Notice(new_id("thought"), notice, "warning", fallback="thought"))
         await backoff.sleep(wait)
         waited += wait
 

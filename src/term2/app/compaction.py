@@ -89,6 +89,12 @@ def render_for_summary(messages: list[ModelMessage], limit: int, nonce: str) -> 
             for call in message.tool_calls:
                 arguments = keep_head(call.arguments, RESULT_IN_SUMMARY, " [...]")
                 part(f"{message.role} called {_plain(call.name)} with:", arguments)
+        if message.images:  # a summary is text: the images go, and the summary must say they were there
+            part(
+                "term2's note (not the user's words):",
+                f"{len(message.images)} image(s) went with the part above; compaction drops them, so say in the "
+                "summary what they showed, as far as the conversation tells.",
+            )
     return _bound("\n\n".join(parts), limit, nonce)
 
 

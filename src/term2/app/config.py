@@ -19,7 +19,7 @@ from term2.ports.catalog import DeclaredModel, RequestOptions
 EFFORTS = EFFORT_LEVELS  # the domain owns them (ADR 0043)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TOOL_CHOICES = ("auto", "none", "required")
-_DECLARING = frozenset({"provider", "context_window", "supports_reasoning", "max_output_tokens"})
+_DECLARING = frozenset({"provider", "context_window", "supports_reasoning", "max_output_tokens", "images"})
 _OPTIONS = frozenset({"tool_choice", "stream_usage", "extra_body"})
 # Body fields term2 itself writes: an extra_body naming one would change what the wire means.
 _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice"})
@@ -205,6 +205,7 @@ def _declared(name: str, block: Mapping[str, Any], at: str) -> DeclaredModel:
             _expect((int, type(None)), block.get("context_window"), f"{at}.context_window"), f"{at}.context_window"
         ),
         supports_reasoning=_expect(bool, block.get("supports_reasoning", False), f"{at}.supports_reasoning"),
+        images=_expect(bool, block.get("images", False), f"{at}.images"),
         max_output_tokens=_positive(
             _expect((int, type(None)), block.get("max_output_tokens"), f"{at}.max_output_tokens"),
             f"{at}.max_output_tokens",

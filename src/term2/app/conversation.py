@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import platform
 import string
+from dataclasses import replace
 from datetime import date
 from importlib import resources
 
-from term2.domain.content import render_for_model
+from term2.domain.content import images_of, render_for_model
 from term2.domain.history import AgentMessage, HistoryEntry, TextOutput, ToolCall, UserMessage
 from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction, well_formed
 from term2.domain.truncation import keep_head
@@ -97,7 +98,8 @@ def system_prompt(root: str, tools: tuple[ToolSpec, ...], instructions: str = ""
 def _legacy(entry: HistoryEntry) -> ModelMessage | None:
     """A turn stored before the transcript was (term2 < 0.2): as text, so any provider accepts it."""
     if isinstance(entry, UserMessage):
-        return ModelMessage(entry.message_id, ChatMessage("user", render_for_model(entry.content)))
+        text = render_for_model(entry.content)
+        return ModelMessage(entry.message_id, ChatMessage("user", text, images=images_of(entry.content)))
     if isinstance(entry, AgentMessage):
         return ModelMessage(entry.message_id, ChatMessage("assistant", entry.text))
     if isinstance(entry, ToolCall):
@@ -118,9 +120,14 @@ def model_transcript(entries: list[HistoryEntry]) -> list[ModelMessage]:
     messages: list[ModelMessage] = []
     for turn in _turns(entries):
         if any(isinstance(entry, (ModelMessage, ContextCompaction)) for entry in turn):
+            images = images_of(turn[0].content) if isinstance(turn[0], UserMessage) else ()
             for entry in turn:
                 if isinstance(entry, ModelMessage):
-                    messages.append(entry)
+                    if images and entry.message.role == "user":  # the prompt: its images are kept once, in the
+                        messages.append(ModelMessage(entry.message_id, replace(entry.message, images=images)))
+                        images = ()  # user's message (`Transcript.add`'s `stored`)
+                    else:
+                        messages.append(entry)
                 elif isinstance(entry, ContextCompaction):
                     messages = apply_compaction(messages, entry)
         else:

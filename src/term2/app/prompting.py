@@ -39,8 +39,8 @@ from term2.app.tools.locked_sandbox import LockedSandbox
 from term2.app.tools.paths import canonical_root
 from term2.app.transcript import Transcript
 from term2.domain.approval import ApprovalMode
-from term2.domain.content import ContentBlock, render_for_model
-from term2.domain.errors import NotFound, Term2Error
+from term2.domain.content import ContentBlock, TextBlock, images_of, render_for_model
+from term2.domain.errors import InvalidInput, NotFound, Term2Error
 from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.transcript import ChatMessage
@@ -53,7 +53,15 @@ from term2.ports.outputs import OutputArchive
 from term2.ports.sandbox import CommandRequest, Sandbox, SandboxFailed, SandboxUnavailable
 from term2.ports.session_store import SessionStore
 from term2.ports.tools import ToolContext
-from term2.ports.updates import MessageChunk, SessionEvent, Spent, StateChanged, UpdateSink, UserMessageSent
+from term2.ports.updates import (
+    MessageChunk,
+    SessionEvent,
+    Spent,
+    StateChanged,
+    TitleChanged,
+    UpdateSink,
+    UserMessageSent,
+)
 
 log = structlog.get_logger("term2.prompt")
 
@@ -99,11 +107,22 @@ class PromptService:
         self._outputs = outputs
         self._mcp = mcp  # the session's MCP servers, whose tools join the built-in ones (ADR 0023)
 
-    def admit(self, session_id: str) -> OpenSession:
-        """Claim the session's one foreground slot, before any preparation starts."""
+    def admit(self, session_id: str, prompt: tuple[ContentBlock, ...] = ()) -> OpenSession:
+        """Claim the session's one foreground slot, before any preparation starts.
+
+        A prompt with images for a model that takes none is refused here, before
+        anything is recorded or sent: the session stays as it was (ADR 0046).
+        """
         opened = self._registry.get(session_id)
         if opened is None:
             raise NotFound(f"unknown or closed session: {session_id}")
+        if images_of(prompt):
+            model, takes = self._models.takes_images(opened.session)
+            if not takes:
+                raise InvalidInput(
+                    f"the model {model} does not take images; remove the image, or choose a model that takes "
+                    "images (a local model can be declared with `images = true` in config.toml)"
+                )
         opened.turn.admit(session_id)
         return opened
 
@@ -180,8 +199,13 @@ class PromptService:
         await record(user)
         text = render_for_model(prompt)
         # Re-read: a model chosen while this turn was being admitted must not be overwritten.
-        opened.session = opened.session.titled_from(text).with_state(SessionState.RUNNING).touched(utc_now())
+        untitled = opened.session.title is None
+        typed = " ".join(b.text for b in prompt if isinstance(b, TextBlock))  # the user's words name it, if any
+        titled = opened.session.titled_from(typed or text)
+        opened.session = titled.with_state(SessionState.RUNNING).touched(utc_now())
         await self._store.save(opened.session)
+        if untitled and opened.session.title is not None:  # stored first: a list right after the update has it
+            await emit(TitleChanged(opened.session.title, opened.session.updated_at))
         setup = self._models.setup(opened.session)  # after the prompt is recorded: an unusable model fails the turn
         llm, budget = setup.llm, setup.budget
         meter.start(entries, setup.prices)  # again, now with the prices: costs too
@@ -207,7 +231,7 @@ class PromptService:
             if asked is None:
                 return TurnOutcome(StopReason.END_TURN)
             text = asked  # the model's prompt; the user's words stay recorded (and replayed) as typed
-        await transcript.add(ChatMessage("user", text))
+        await transcript.add(ChatMessage("user", text, images=images_of(prompt)), stored=ChatMessage("user", text))
         ctx = ToolContext(
             session.session_id,
             opened.access,
@@ -220,6 +244,7 @@ class PromptService:
             client_files=client_files,
             folder_locks=self._folder_locks,
             mode=turn_mode,
+            images=self._models.takes_images(opened.session)[1],
         )
         compactor = Compactor(llm, budget, ctx, meter)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)

@@ -44,6 +44,7 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
         supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
         prices=info.prices if info else None,
         max_output_tokens=info.max_output_tokens if info else None,
+        supports_images=info.supports_vision if info else False,
         request_options=settings.model_options.get(resolved.model)
         or settings.model_options.get(settings.model)
         or RequestOptions(),

@@ -101,6 +101,17 @@ class SessionModels:
             return ()
         return EFFORT_LEVELS if reasons else ()
 
+    def takes_images(self, session: Session) -> tuple[str, bool]:
+        """(the session's model, whether it takes images); a model that cannot be used takes none."""
+        choice = self.choice(session)
+        if choice is None:
+            return "(none configured)", False
+        try:
+            chosen = self._parts.default_settings() if choice == self.launcher else self.resolve(choice)
+        except (InvalidInput, ConfigError, ModelResolutionError, ModelNotConfigured):
+            return choice.model, False
+        return choice.model, chosen.supports_images
+
     def setup(self, session: Session) -> ModelSetup:
         """The turn's model; raises ModelNotConfigured without one, as the launcher's own path does."""
         choice = self.choice(session)

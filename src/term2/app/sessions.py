@@ -24,6 +24,7 @@ from term2.domain.model_choice import ModelChoice
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
 from term2.ports.mcp import McpServer
+from term2.ports.outputs import OutputArchive
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 LIST_PAGE_SIZE = 50
@@ -150,7 +151,9 @@ class SessionService:
         private: Sequence[str] = (),
         mcp: McpSessions | None = None,
         launcher: ModelChoice | None = None,
+        outputs: OutputArchive | None = None,
     ) -> None:
+        self._outputs = outputs  # the sessions' archived tool outputs, removed with a deleted session
         self._store = store
         self._registry = registry
         self._private = tuple(private)
@@ -219,13 +222,35 @@ class SessionService:
             if await self._store.get(session_id) is None:
                 raise NotFound(f"unknown session: {session_id}")
             return True
+        settled = await self._release(opened)
+        closed = opened.session.with_state(SessionState.CLOSED).touched(utc_now())
+        await self._store.save(closed)
+        return settled
+
+    async def delete(self, session_id: str) -> bool:
+        """Settle the session as `close` does, then remove it, its history (images and title with it) and
+        its archived outputs, durably; NotFound when no such session exists. Returns False when the turn
+        did not settle in time (the session is deleted all the same, and the caller says so).
+        """
+        opened = self._registry.get(session_id)
+        settled = await self._release(opened) if opened is not None else True
+        deleted = await self._store.delete(session_id)
+        self._registry.detach(session_id)  # a load that attached it again while this settled: gone too
+        if not deleted and opened is None:
+            raise NotFound(f"unknown session: {session_id}")
+        if self._outputs is not None:
+            await self._outputs.drop(session_id)
+        return settled
+
+    async def _release(self, opened: OpenSession) -> bool:
+        """Detach first, so no prompt can be admitted from here on, then end and wait for the running turn
+        and the session's MCP servers; the grants go with the process-local state."""
+        session_id = opened.session.session_id
+        self._registry.detach(session_id)
         opened.turn.invalidate()
         opened.turn.cancel()
         settled = await opened.turn.wait_settled(CLOSE_SETTLE_TIMEOUT_S)
         if self._mcp is not None:
             await self._mcp.close(session_id)  # after the turn: its calls to them have ended
         opened.access.reset()
-        self._registry.detach(session_id)
-        closed = opened.session.with_state(SessionState.CLOSED).touched(utc_now())
-        await self._store.save(closed)
         return settled

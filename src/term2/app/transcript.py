@@ -22,7 +22,14 @@ from term2.app.clock import new_id
 from term2.domain.context_budget import tokens_of
 from term2.domain.context_estimate import ContextMemory
 from term2.domain.history import HistoryEntry
-from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, apply_compaction, estimate_tokens
+from term2.domain.transcript import (
+    ChatMessage,
+    ContextCompaction,
+    ModelMessage,
+    apply_compaction,
+    estimate_tokens,
+    newest_images,
+)
 from term2.ports.llm import CompletionRequest, ToolSpec
 
 Record = Callable[[HistoryEntry], Awaitable[None]]
@@ -90,14 +97,16 @@ class Transcript:
         if window is not None and not self.reported:
             self.memory.bound(self._system_raw + tokens_of(self.messages), self._tools_raw, window)
 
-    async def add(self, message: ChatMessage) -> ModelMessage:
+    async def add(self, message: ChatMessage, stored: ChatMessage | None = None) -> ModelMessage:
+        """``stored``: what the history keeps of ``message`` when it differs (a prompt's images are kept once,
+        with the user's message, and put back when the transcript is read: `conversation.model_transcript`)."""
         item = ModelMessage(new_id("mm"), message)
         self.messages.append(item)
-        await self._record(item)
+        await self._record(item if stored is None else ModelMessage(item.message_id, stored))
         return item
 
     def request(self) -> CompletionRequest:
-        messages = (self.system, *(m.message for m in self.messages))
+        messages = newest_images((self.system, *(m.message for m in self.messages)))
         return CompletionRequest(messages, self.tools, max_tokens=self._max_tokens, cache_key=self._cache_key)
 
     def counted(self, tokens: int, covered: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from term2.domain.images import Image
 from term2.domain.uris import printable, target_of
 
 # An embedded resource costs what a read costs: the same cap as read_file's (app/tools/read.py,
@@ -45,7 +46,24 @@ class EmbeddedResource:
     type: Literal["resource"] = "resource"
 
 
-ContentBlock = TextBlock | ResourceLink | EmbeddedResource
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image the client attached (an `image` block, or a `resource` blob of an image type), checked
+    by `domain.images` on the way in; `uri` is where it came from, when the client said."""
+
+    data: str  # base64
+    mime_type: str
+    uri: str | None = None
+    embedded: bool = False  # it came as a `resource` blob, and is replayed as one
+    type: Literal["image"] = "image"
+
+
+ContentBlock = TextBlock | ResourceLink | EmbeddedResource | ImageBlock
+
+
+def images_of(blocks: tuple[ContentBlock, ...]) -> tuple[Image, ...]:
+    """The prompt's images, in order, as the model is sent them after the prompt's text."""
+    return tuple(Image(b.mime_type, b.data) for b in blocks if isinstance(b, ImageBlock))
 
 
 def render_for_model(blocks: tuple[ContentBlock, ...]) -> str:
@@ -56,8 +74,12 @@ def render_for_model(blocks: tuple[ContentBlock, ...]) -> str:
     comes with its URI (and path) and is cut like a read would be.
     """
     parts: list[str] = []
+    shown = 0
     for block in blocks:
-        if isinstance(block, TextBlock):
+        if isinstance(block, ImageBlock):
+            shown += 1
+            parts.append(_image(block, shown))
+        elif isinstance(block, TextBlock):
             parts.append(block.text)
         elif isinstance(block, ResourceLink):
             parts.append(_link(block))
@@ -129,6 +151,12 @@ def _cut(text: str, limit_bytes: int) -> tuple[str, int, int | None]:
         head = lines[0].encode("utf-8")[:limit_bytes].decode("utf-8", "ignore")
         return head + "\n[line 1 was cut]\n", len(lines), 0
     return "".join(kept), len(lines), len(kept)
+
+
+def _image(block: ImageBlock, number: int) -> str:
+    source = f" {_named(block.uri)}" if block.uri else ""
+    size = decoded_size(block.data)
+    return f"[attached image {number}{source} ({block.mime_type}, {size:,} bytes): sent with this message]"
 
 
 def _embedded_blob(block: EmbeddedResource) -> str:

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from term2.domain.approval import ApprovalMode
 from term2.domain.truncation import ellipsize
+from term2.domain.visible_text import visible
 
 
 class SessionState(StrEnum):
@@ -40,10 +41,10 @@ class Session:
         """The first prompt names the session; later prompts leave the name alone."""
         if self.title:
             return self
-        line = " ".join(prompt_text.split())
+        line = " ".join(prompt_text.split())  # one line, whatever breaks the prompt held
         if not line:
             return self
-        return replace(self, title=ellipsize(line, TITLE_LIMIT))
+        return replace(self, title=ellipsize(visible(line), TITLE_LIMIT))  # nothing in it acts on the display
 
     def with_state(self, state: SessionState) -> Session:
         return replace(self, state=state)

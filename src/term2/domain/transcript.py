@@ -10,8 +10,10 @@ requires inside a tool loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from term2.domain.images import IMAGE_TOKENS, MAX_IMAGES_PER_REQUEST, Image
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -45,6 +47,26 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
     reasoning: tuple[ReasoningBlock, ...] = ()  # assistant messages only, before their text
+    images: tuple[Image, ...] = ()  # user and tool messages, after their text (ADR 0046)
+
+
+def newest_images(messages: tuple[ChatMessage, ...], limit: int = MAX_IMAGES_PER_REQUEST) -> tuple[ChatMessage, ...]:
+    """``messages`` with at most ``limit`` images, the newest kept: a long session's images would
+    otherwise pass a provider's limit a request and make every later request fail. A message that lost
+    images says so in its text, so the model knows they were there."""
+    total = sum(len(m.images) for m in messages)
+    if total <= limit:
+        return messages
+    drop = total - limit
+    out: list[ChatMessage] = []
+    for message in messages:
+        if drop and message.images:
+            gone = min(drop, len(message.images))
+            drop -= gone
+            note = f"[term2: {gone} image(s) of this message left out: a request takes at most {limit} images]"
+            message = replace(message, content=f"{message.content}\n{note}".lstrip("\n"), images=message.images[gone:])
+        out.append(message)
+    return tuple(out)
 
 
 def estimate_tokens(text: str) -> int:
@@ -59,7 +81,7 @@ def message_tokens(message: ChatMessage) -> int:
         total += 4 + estimate_tokens(call.name) + estimate_tokens(call.arguments)
     for block in message.reasoning:
         total += estimate_tokens(block.text) + (estimate_tokens(block.signature) if block.signature else 0)
-    return total
+    return total + IMAGE_TOKENS * len(message.images)
 
 
 # -- what the store keeps of the transcript ------------------------------------------------------

@@ -17,6 +17,7 @@ class ModelInfo:
     supports_tools: bool = False
     prices: Prices | None = None  # per token, USD; None when the catalog lists none
     max_output_tokens: int | None = None  # the most one response may be, when the catalog says
+    supports_vision: bool = False  # takes images in prompts (litellm's `supports_vision`; config's `images`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class DeclaredModel:
     context_window: int | None = None
     supports_reasoning: bool = False
     max_output_tokens: int | None = None  # the most one response may be: what each turn request asks for
+    images: bool = False  # the model takes images (config's `images = true`; no catalog can tell for a local one)
 
 
 @dataclass(frozen=True, slots=True)

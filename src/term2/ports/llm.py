@@ -133,6 +133,7 @@ class ProviderSettings:
     prices: Prices | None = None  # the catalog's, per token (USD): what usage updates are costed at
     max_output_tokens: int | None = None  # the model's limit on one response, when the catalog knows it
     request_options: RequestOptions = field(default_factory=RequestOptions)  # per model, from config.toml
+    supports_images: bool = False  # the model takes images: a prompt with one is refused otherwise (ADR 0046)
 
 
 class LLMError(Exception):

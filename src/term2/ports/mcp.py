@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 McpErrorKind = Literal["start", "closed", "timeout", "protocol"]
@@ -70,10 +70,11 @@ class TextPart:
 
 @dataclass(frozen=True, slots=True)
 class MediaPart:
-    """An image or audio clip: term2 does not send media to the model (yet), so only its type is kept."""
+    """An image or audio clip; an image's base64 `data` goes to a model that takes images (ADR 0046)."""
 
     kind: Literal["image", "audio"]
     mime_type: str
+    data: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,3 +18,7 @@ class OutputArchive(Protocol):
     async def fetch(self, session_id: str, call_id: str) -> str | None:
         """The kept result, or None when this session kept none under that id."""
         ...
+
+    async def drop(self, session_id: str) -> None:
+        """Remove everything kept for the session (it was deleted); nothing kept is not an error."""
+        ...

@@ -45,9 +45,12 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def delete(self, session_id: str) -> None:
-        """Remove the session and its history; nothing for an unknown id (`term2 exec`'s session whose
-        turn never reached the model is not kept: it would only clutter every session list)."""
+    async def delete(self, session_id: str) -> bool:
+        """Remove the session and its whole history, durably; False when there was no such session.
+
+        After it returns, `get` is None, `list` leaves it out and `append`/`save` raise NotFound,
+        in every process on the store.
+        """
         ...
 
     async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:

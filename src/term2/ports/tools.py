@@ -14,6 +14,7 @@ from typing import Protocol
 
 from term2.domain.approval import ApprovalMode
 from term2.domain.history import HistoryEntry
+from term2.domain.images import Image
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
 from term2.ports.client_files import ClientFiles
@@ -59,17 +60,27 @@ class ToolContext:
     # This call runs because a mode skipped its question (auto): its command's sandbox takes back what it
     # makes of instruction files (ADR 0044). Set by the toolbox for the run only, never by a tool.
     guard_instructions: bool = False
+    images: bool = False  # the turn's model takes images: an image a tool read goes to it as one (ADR 0046)
 
     def approval_mode(self) -> ApprovalMode:
         """The mode the gate judges this call by: the turn's, else the session's as it is now."""
         return self.mode if self.mode is not None else self.access.mode
 
 
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    """A result that carries images beside its text (an image file read, an MCP tool's image), for a model
+    that takes them; the text names each image, so the result reads whole even where it is cleared."""
+
+    text: str
+    images: tuple[Image, ...]
+
+
 class Toolbox(Protocol):
     def specs(self) -> tuple[ToolSpec, ...]: ...
 
-    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
-        """Run one call to its end and return the text the model sees as its result.
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str | ToolReply:
+        """Run one call to its end and return the text (and images) the model sees as its result.
 
         ``call.call_id`` is term2's name for the call, unique in the session (never the
         model's own id, ADR 0021): the history, the client and approvals key the call by it.

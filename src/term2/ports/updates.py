@@ -7,6 +7,7 @@ The events are protocol-neutral; the ACP adapter renders them as v1 or v2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from term2.domain.content import ContentBlock
@@ -100,6 +101,35 @@ class StateChanged:
     spent: Spent | None = None  # with idle: what the turn and the session spent
 
 
+@dataclass(frozen=True, slots=True)
+class TitleChanged:
+    """The session was named (by its first prompt): v1 clients title the thread and its history entry by it."""
+
+    title: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """News for the user about the session, never for the model: a retry, an MCP server that failed,
+    a refused host. Never recorded: it is neither history nor transcript.
+
+    A v1 client that advertised `session.notices` gets a `notice` update; any other client gets
+    `as_chunk()`, today's text: a thought or an agent message, as `fallback` says, or nothing where
+    the news is already shown elsewhere (a refused host, in its command's output) (ADR 0046).
+    """
+
+    message_id: str
+    text: str
+    severity: Literal["info", "warning", "error"] = "info"
+    fallback: Literal["thought", "message"] | None = "message"
+
+    def as_chunk(self) -> MessageChunk | None:
+        if self.fallback is None:
+            return None
+        return MessageChunk(self.message_id, self.text, self.fallback == "thought")
+
+
 SessionEvent = (
     UserMessageSent
     | MessageChunk
@@ -111,6 +141,8 @@ SessionEvent = (
     | CompactionChanged
     | CompactionChunk
     | StateChanged
+    | TitleChanged
+    | Notice
 )
 
 

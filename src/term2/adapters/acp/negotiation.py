@@ -25,8 +25,11 @@ if TYPE_CHECKING:
     Negotiated = tuple[Literal[1], v1.InitializeResponse] | tuple[Literal[2], v2.InitializeResponse]
 
 
-def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotiated:
+def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str], images: bool = False) -> Negotiated:
     """Pick one version for the connection and build the matching `initialize` result.
+
+    `images`: the launcher's model takes images, so v1 advertises `promptCapabilities.image`
+    (a session switched to a model without vision refuses an image prompt by name, ADR 0046).
 
     Raises RpcError (invalid params) when no version can be picked.
     """
@@ -47,9 +50,9 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str]) -> Negotia
         "protocolVersion": 1,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [],
         "agentInfo": implementation,
@@ -67,6 +70,7 @@ class ClientCaps:
     """
 
     compaction: bool = False
+    notices: bool = False  # v1 `clientCapabilities.session.notices`: news goes as `notice` updates (ADR 0046)
     fs_read: bool = False
     fs_write: bool = False
     terminal_output: bool = False
@@ -81,6 +85,7 @@ def client_caps(params: Any, version: int) -> ClientCaps:
     fs, meta = _object(caps.get("fs")), _object(caps.get("_meta"))
     return ClientCaps(
         compaction=compaction,
+        notices=isinstance(_object(caps.get("session")).get("notices"), dict),
         fs_read=fs.get("readTextFile") is True,
         fs_write=fs.get("writeTextFile") is True,
         terminal_output=meta.get("terminal_output") is True,
@@ -105,7 +110,9 @@ def client_takes_compaction(params: Any, version: int) -> bool:
     return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
 
 
-def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tuple[int, bytes, ClientCaps] | None:
+def early_answer(
+    line: bytes, v2_enabled: bool, info: Mapping[str, str], images: bool = False
+) -> tuple[int, bytes, ClientCaps] | None:
     """Answer a first line that is a well-formed `initialize` request, before the server exists.
 
     Anything else (malformed JSON, another method, bad params) returns None and
@@ -121,7 +128,7 @@ def early_answer(line: bytes, v2_enabled: bool, info: Mapping[str, str]) -> tupl
     if request_id is None or not valid_id(request_id):  # no id, or null: the server answers it
         return None
     try:
-        version, result = negotiate(message.get("params"), v2_enabled, info)
+        version, result = negotiate(message.get("params"), v2_enabled, info, images)
     except RpcError:
         return None
     reply = encode(result_reply(request_id, result)) + b"\n"

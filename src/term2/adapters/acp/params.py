@@ -24,7 +24,8 @@ from typing import Any, Generic, TypedDict, TypeVar, cast
 from pydantic_core import SchemaValidator, ValidationError
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
-from term2.domain.content import ContentBlock, EmbeddedResource, ResourceLink, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock, ResourceLink, TextBlock
+from term2.domain.images import MAX_IMAGES_PER_PROMPT, InvalidImage, checked_image, is_image_type
 from term2.domain.mended_text import MendedText, mend_text
 
 T = TypeVar("T")
@@ -180,6 +181,17 @@ class _BlobResource(TypedDict):
 BLOB_RESOURCE = Request[_BlobResource]({"uri": STR, "blob": STR}, {"mimeType": STR})
 
 
+class _Image(TypedDict):
+    data: str
+    mimeType: str
+    uri: str | None
+
+
+IMAGE_BLOCK = Request[_Image](
+    {"type": {"type": "literal", "expected": ["image"]}, "data": STR, "mimeType": STR}, {"uri": STR}
+)
+
+
 def mended(value: Any) -> bool:
     """Whether `value` holds a string the connection mended (a lone surrogate the client escaped, now U+FFFD),
     or a lone surrogate still (params built in process, not read from the wire)."""
@@ -222,9 +234,11 @@ def parse(request: Request[T], params: Any, method: str) -> T:
 
 
 def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[ContentBlock, ...]:
-    """Accept the ACP baseline (text, resource_link), and `resource` where term2 advertised
-    `embeddedContext` (`embedded`: v1); refuse what term2 does not advertise."""
-    supported = "text, resource_link, resource" if embedded else "text, resource_link"
+    """Accept the ACP baseline (text, resource_link), and `resource` and `image` on v1 (`embedded`),
+    where term2 advertises `embeddedContext` and, for a model that takes them, `image`; refuse what
+    term2 does not advertise. Images are checked here (`domain.images`: type from the bytes, bounds);
+    whether the session's model takes them is the prompt use case's to say."""
+    supported = "text, resource_link, resource, image" if embedded else "text, resource_link"
     blocks: list[ContentBlock] = []
     for index, item in enumerate(raw):
         kind = item.get("type")
@@ -235,6 +249,9 @@ def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[Co
             blocks.append(ResourceLink(link["uri"], link["name"]))
         elif kind == "resource" and embedded:
             blocks.append(_resource(item, f"session/prompt (prompt[{index}])"))
+        elif kind == "image" and embedded:
+            image = parse(IMAGE_BLOCK, item, f"session/prompt (prompt[{index}])")
+            blocks.append(_image(image["data"], image["mimeType"], image["uri"], f"prompt[{index}]", embedded=False))
         else:
             raise RpcError(
                 INVALID_PARAMS,
@@ -243,11 +260,25 @@ def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[Co
             )
     if not blocks:
         raise RpcError(INVALID_PARAMS, "Invalid params for session/prompt: prompt must not be empty")
+    if sum(isinstance(b, ImageBlock) for b in blocks) > MAX_IMAGES_PER_PROMPT:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params for session/prompt: term2 sends at most {MAX_IMAGES_PER_PROMPT} images a prompt",
+        )
     return tuple(blocks)
 
 
-def _resource(item: dict[str, Any], where: str) -> EmbeddedResource:
-    """A text resource, or a blob whose base64 must decode (its size is told to the model)."""
+def _image(data: str, mime_type: str | None, uri: str | None, where: str, *, embedded: bool) -> ImageBlock:
+    try:
+        image = checked_image(data, mime_type, where)
+    except InvalidImage as exc:
+        raise RpcError(INVALID_PARAMS, f"Invalid params for session/prompt: {exc}") from None
+    return ImageBlock(image.data, image.mime_type, uri, embedded)
+
+
+def _resource(item: dict[str, Any], where: str) -> EmbeddedResource | ImageBlock:
+    """A text resource, a blob of an image type models take (an image, checked as one), or another
+    blob whose base64 must decode (its size is told to the model)."""
     resource = parse(RESOURCE_BLOCK, item, where)["resource"]
     if "text" in resource:
         text = parse(TEXT_RESOURCE, resource, f"{where}.resource")
@@ -255,6 +286,9 @@ def _resource(item: dict[str, Any], where: str) -> EmbeddedResource:
     if "blob" not in resource:
         raise RpcError(INVALID_PARAMS, f"Invalid params for {where}: resource must carry text or blob")
     blob = parse(BLOB_RESOURCE, resource, f"{where}.resource")
+    if is_image_type(blob["mimeType"]):
+        where = where.removeprefix("session/prompt (").removesuffix(")")
+        return _image(blob["blob"], blob["mimeType"], blob["uri"], f"{where}.resource", embedded=True)
     try:
         binascii.a2b_base64(blob["blob"], strict_mode=True)
     except (binascii.Error, ValueError):

@@ -31,14 +31,15 @@ SESSION_METHODS = frozenset(
         "session/list",
         "session/resume",
         "session/close",
+        "session/delete",
         "session/prompt",
         "session/set_config_option",
         "session/set_mode",
     }
 )
 V2_ONLY: frozenset[str] = frozenset()
-# v2's page has no pickers and no modes (ADR 0043, 0044)
-V1_ONLY = frozenset({"session/load", "session/set_config_option", "session/set_mode"})
+# v2's page has no pickers, no modes (ADR 0043, 0044) and no delete (ADR 0046)
+V1_ONLY = frozenset({"session/load", "session/set_config_option", "session/set_mode", "session/delete"})
 
 log = structlog.get_logger("term2.acp")
 
@@ -65,8 +66,9 @@ def map_domain_error(exc: Term2Error) -> RpcError:
 
 
 class AcpServer:
-    def __init__(self, info: AgentInfo, v2_enabled: bool, methods: MethodsFactory) -> None:
+    def __init__(self, info: AgentInfo, v2_enabled: bool, methods: MethodsFactory, images: bool = False) -> None:
         self._info = info
+        self._images = images  # the launcher's model takes images: v1 advertises `promptCapabilities.image`
         self._v2_enabled = v2_enabled
         self._methods_factory = methods
         self._connection: JsonRpcConnection | None = None
@@ -158,7 +160,7 @@ class AcpServer:
     async def _initialize(self, params: Any) -> v1.InitializeResponse | v2.InitializeResponse:
         if self.version is not None:
             raise RpcError(INVALID_REQUEST, "initialize was already called on this connection")
-        self.version, result = negotiate(params, self._v2_enabled, self.info)
+        self.version, result = negotiate(params, self._v2_enabled, self.info, self._images)
         self.client = client_caps(params, self.version)
         log.info("protocol negotiated", protocol_version=self.version)  # the log file's start, completed
         return result

@@ -102,6 +102,7 @@ class SessionMethods:
         }
         if self._version == 1:
             table["session/load"] = self.load
+            table["session/delete"] = self.delete
             table["session/set_config_option"] = self.set_config_option
             table["session/set_mode"] = self.set_mode
         return table
@@ -229,14 +230,14 @@ class SessionMethods:
         """Start the session's MCP servers now (in the background), and tell the user about them only
         once the reply is out: a notice for a session the client does not know yet would be lost."""
         from term2.app.clock import new_id
-        from term2.ports.updates import MessageChunk
+        from term2.ports.updates import Notice
 
         replied = anyio.Event()
 
         async def notice(text: str) -> None:
             await replied.wait()
             turns = await self._turns()
-            await turns.sink.send(session_id, MessageChunk(new_id("notice"), text))
+            await turns.sink.send(session_id, Notice(new_id("notice"), text, "warning"))
 
         await self._sessions.connect_servers(session_id, servers[0], notice)
         commands = self._offers_config() and self._notify is not None
@@ -279,6 +280,13 @@ class SessionMethods:
             raise RpcError(INTERNAL_ERROR, "the session's active work did not settle; the session was closed anyway")
         return {}
 
+    async def delete(self, params: Any) -> v1.DeleteSessionResponse:
+        """v1 only: an active turn is cancelled and settled first, as close does; then the session is gone."""
+        args = p.parse(p.SESSION_REF, params, "session/delete")
+        if not await self._sessions.delete(args["sessionId"]):
+            raise RpcError(INTERNAL_ERROR, "the session's active work did not settle; the session was deleted anyway")
+        return {}
+
     async def prompt(self, params: Any) -> AfterReply | v1.PromptResponse:
         from term2.adapters.acp.wire_common import STOP_REASONS, spent_meta, turn_usage
         from term2.domain.turn import StopReason
@@ -300,7 +308,7 @@ class SessionMethods:
                 turns.prompts.check_credentials(session_id)
             except NotAuthenticated as exc:
                 raise RpcError(AUTH_REQUIRED, "Authentication required", {"message": str(exc)}) from None
-        opened = turns.prompts.admit(session_id)
+        opened = turns.prompts.admit(session_id, blocks)
         if session_id in self._cancelled_early:  # the turn starts cancelled and ends as such, in the usual way
             self._cancelled_early.discard(session_id)
             turns.prompts.cancel(session_id)

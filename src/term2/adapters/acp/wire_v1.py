@@ -8,6 +8,7 @@ Every payload is typed with the v1 schema's own definitions (`wire_types.v1`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from term2.adapters.acp.display_terminals import DisplayTerminals
@@ -19,7 +20,7 @@ from term2.adapters.acp.wire_common import (
     resource_contents,
     usage_meta,
 )
-from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock, TextBlock
 from term2.domain.diff import fits_an_update, git_patch, text_diff, too_large_note
 from term2.domain.history import (
     DiffOutput,
@@ -33,10 +34,12 @@ from term2.ports.updates import (
     CompactionChanged,
     CompactionChunk,
     MessageChunk,
+    Notice,
     PlanChanged,
     SessionEvent,
     StateChanged,
     TerminalChunk,
+    TitleChanged,
     ToolCallChanged,
     UsageChanged,
     UserMessageSent,
@@ -66,6 +69,13 @@ def content_block(block: ContentBlock) -> v1.ContentBlock:
         return text_block(block.text)
     if isinstance(block, EmbeddedResource):
         return {"type": "resource", "resource": resource_contents(block)}
+    if isinstance(block, ImageBlock) and block.embedded and block.uri is not None:  # replayed as it came
+        return {"type": "resource", "resource": {"uri": block.uri, "blob": block.data, "mimeType": block.mime_type}}
+    if isinstance(block, ImageBlock):
+        image: v1.ContentBlockImage = {"type": "image", "data": block.data, "mimeType": block.mime_type}
+        if block.uri is not None:
+            image["uri"] = block.uri
+        return image
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
 
 
@@ -123,11 +133,40 @@ def _compaction_update(event: CompactionChanged) -> v1.SessionUpdate:
     return update
 
 
+COMPACTING = "Compacting the conversation to fit the model's context window…"
+
+
+def on_its_own_line(text: str) -> str:
+    """News in a client's message text stands on its own line, so it never runs into what the model
+    streams around it ("…the providerRetrying in 1.6 s…")."""
+    return f"\n{text.strip(chr(10))}\n"
+
+
+def _notice(text: str, severity: v1.NoticeSeverity) -> v1.SessionUpdateNotice:
+    """A `notice`: its first line as the title (which must stand alone), the rest as the description."""
+    title, _, rest = text.strip().partition("\n")
+    notice: v1.SessionUpdateNotice = {"sessionUpdate": "notice", "severity": severity, "title": title or "term2"}
+    if rest.strip():
+        notice["description"] = rest.strip()
+    return notice
+
+
+def _compaction_notice(event: CompactionChanged) -> list[v1.SessionUpdate]:
+    if event.status == "in_progress":
+        return [_notice(COMPACTING, "info")]
+    if event.status == "completed":
+        return [_notice("The conversation was compacted to fit the model's context window.", "info")]
+    if event.status == "failed":
+        return [_notice(f"Compacting the conversation failed: {event.error or 'no reason given'}", "warning")]
+    return []
+
+
 class V1Renderer:
     """Stateful only for live shell output, which v1 shows as growing text."""
 
-    def __init__(self, compaction: bool = False, display_terminals: bool = False) -> None:
+    def __init__(self, compaction: bool = False, display_terminals: bool = False, notices: bool = False) -> None:
         self._terminal_text: dict[str, str] = {}
+        self._notices = notices  # the client advertised session.notices: news goes as `notice` updates
         self._compaction = compaction  # the client advertised session.compaction (v1 sends it no update otherwise)
         # the client advertised _meta.terminal_output: shell output goes to a terminal it draws
         self._display = DisplayTerminals() if display_terminals else None
@@ -182,12 +221,18 @@ class V1Renderer:
                 usage["cost"] = cost
             usage["_meta"] = usage_meta(event)
             return [usage]
+        if isinstance(event, Notice):
+            if self._notices:
+                return [_notice(event.text, event.severity)]
+            told = event.as_chunk()
+            return [] if told is None else self.render(replace(told, text=on_its_own_line(event.text)))
         if isinstance(event, CompactionChanged):
             if self._compaction:
                 return [_compaction_update(event)]
+            if self._notices:
+                return _compaction_notice(event)
             if event.status == "in_progress":  # a client without the capability still learns why the pause
-                notice = "Compacting the conversation to fit the model's context window…"
-                return [{"sessionUpdate": "agent_thought_chunk", "content": text_block(notice)}]
+                return [{"sessionUpdate": "agent_thought_chunk", "content": text_block(on_its_own_line(COMPACTING))}]
             return []
         if isinstance(event, CompactionChunk):
             if not self._compaction:
@@ -200,4 +245,11 @@ class V1Renderer:
             return [chunk]
         if isinstance(event, StateChanged):
             return []  # v1 ends a turn with the session/prompt response instead
+        if isinstance(event, TitleChanged):
+            info: v1.SessionUpdateSessionInfoUpdate = {
+                "sessionUpdate": "session_info_update",
+                "title": event.title,
+                "updatedAt": event.updated_at.isoformat(),
+            }
+            return [info]
         raise TypeError(f"unknown event {event!r}")

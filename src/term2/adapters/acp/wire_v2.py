@@ -19,7 +19,7 @@ from term2.adapters.acp.wire_common import (
     turn_usage,
     usage_meta,
 )
-from term2.domain.content import ContentBlock, EmbeddedResource, TextBlock
+from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock, TextBlock, decoded_size
 from term2.domain.diff import fits_an_update, git_patch, text_diff, too_large_note
 from term2.domain.history import (
     DiffOutput,
@@ -34,10 +34,12 @@ from term2.ports.updates import (
     CompactionChanged,
     CompactionChunk,
     MessageChunk,
+    Notice,
     PlanChanged,
     SessionEvent,
     StateChanged,
     TerminalChunk,
+    TitleChanged,
     ToolCallChanged,
     UsageChanged,
     UserMessageSent,
@@ -65,6 +67,8 @@ def content_block(block: ContentBlock) -> v2.ContentBlock:
         return text_block(block.text)
     if isinstance(block, EmbeddedResource):
         return {"type": "resource", "resource": resource_contents(block)}
+    if isinstance(block, ImageBlock):  # v2 advertises no image capability: a v1 session's image is named, not sent
+        return text_block(f"[image: {block.mime_type}, {decoded_size(block.data):,} bytes]")
     return {"type": "resource_link", "uri": block.uri, "name": block.name}
 
 
@@ -220,4 +224,9 @@ class V2Renderer:
             ]
         if isinstance(event, StateChanged):
             return [_state(event)]
+        if isinstance(event, Notice):  # v2's page has no notices: today's text, as it was
+            told = event.as_chunk()
+            return [] if told is None else self.render(told, replay)
+        if isinstance(event, TitleChanged):
+            return []  # the v2 page has no title update; session/list carries the title
         raise TypeError(f"unknown event {event!r}")

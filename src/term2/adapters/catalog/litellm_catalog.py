@@ -77,6 +77,7 @@ def _info(key: str, entry: object) -> ModelInfo | None:
         supports_tools=bool(entry.get("supports_function_calling")),
         prices=_prices(entry),
         max_output_tokens=_int(entry.get("max_output_tokens")),
+        supports_vision=bool(entry.get("supports_vision")),
     )
 
 
@@ -183,6 +184,7 @@ def _declared_info(model_id: str, declared: DeclaredModel) -> ModelInfo:
         declared.supports_reasoning,
         True,
         max_output_tokens=declared.max_output_tokens,
+        supports_vision=declared.images,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from term2.adapters.llm.chat_shapes import finish_reason, thinking_block
 from term2.adapters.llm.http_errors import error_from_event
 from term2.adapters.llm.sse import SSEEvent, event_json
+from term2.domain.images import Image
 from term2.ports.llm import (
     ChatMessage,
     CompletionRequest,
@@ -112,8 +113,17 @@ def _blocks_of(message: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
         if message.content:
             result["content"] = message.content
+        if message.images:  # a tool result takes image blocks beside its text
+            text = [{"type": "text", "text": message.content}] if message.content else []
+            result["content"] = text + [_image(image) for image in message.images]
         return "user", [result]
-    return "user", [{"type": "text", "text": message.content}] if message.content else []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    blocks.extend(_image(image) for image in message.images)  # after the text that names them
+    return "user", blocks
+
+
+def _image(image: Image) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
 
 
 def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

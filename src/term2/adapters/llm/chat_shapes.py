@@ -9,9 +9,11 @@ for the one thing that matters most there: the HTTP stream is always closed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from term2.domain.images import Image
 from term2.domain.turn import FinishReason
 from term2.ports.llm import (
     ChatMessage,
@@ -43,6 +45,8 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     (the rule and the servers are in `openai_wire`'s docstring).
     """
     out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images and message.role == "user":
+        out["content"] = user_parts(message)
     if thinking_blocks and message.role == "assistant":
         blocks = [thinking_block(b) for b in message.reasoning if b.provider == "anthropic"]
         if blocks:
@@ -60,6 +64,40 @@ def message_to_openai(message: ChatMessage, *, thinking_blocks: bool = False) ->
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id or ""
     return out
+
+
+TOOL_IMAGES_NOTE = "[term2: the images returned by the tool calls above, in order]"
+
+
+def openai_messages(messages: Iterable[ChatMessage], *, thinking_blocks: bool = False) -> list[dict[str, Any]]:
+    """The port's messages as OpenAI chat messages, a tool result's images included.
+
+    A `tool` message takes text only, and nothing may come between an assistant's
+    tool calls and their results; so the images of a group of results follow it
+    as one user message (term2's note, then the images in order), which every
+    OpenAI-compatible server and litellm take.
+    """
+    out: list[dict[str, Any]] = []
+    waiting: list[Image] = []
+    for message in messages:
+        if message.role != "tool" and waiting:
+            out.append(message_to_openai(ChatMessage("user", TOOL_IMAGES_NOTE, images=tuple(waiting))))
+            waiting = []
+        out.append(message_to_openai(message, thinking_blocks=thinking_blocks))
+        if message.role == "tool":
+            waiting.extend(message.images)
+    if waiting:
+        out.append(message_to_openai(ChatMessage("user", TOOL_IMAGES_NOTE, images=tuple(waiting))))
+    return out
+
+
+def user_parts(message: ChatMessage) -> list[dict[str, Any]]:
+    """A user message with images as OpenAI's content parts: its text, then each image as a data URL
+    (litellm reads the same parts and converts them for every provider it routes)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    for image in message.images:
+        parts.append({"type": "image_url", "image_url": {"url": f"data:{image.mime_type};base64,{image.data}"}})
+    return parts
 
 
 def thinking_block(block: ReasoningBlock) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from term2.adapters.llm.chat_shapes import (
     ToolCallAssembler,
     field_of,
     finish_reason,
-    message_to_openai,
+    openai_messages,
     tool_to_openai,
     usage_from,
 )
@@ -94,7 +94,7 @@ class LiteLLMProvider:
         thinking = _sends_thinking_blocks(s.model)
         kwargs: dict[str, Any] = {
             "model": s.model,
-            "messages": [message_to_openai(m, thinking_blocks=thinking) for m in request.messages],
+            "messages": openai_messages(request.messages, thinking_blocks=thinking),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": s.timeout_s,  # per read for streams; litellm's default is 6000 s

@@ -29,7 +29,7 @@ from typing import Any
 from term2.adapters.llm.chat_shapes import (
     ToolCallAssembler,
     finish_reason,
-    message_to_openai,
+    openai_messages,
     tool_to_openai,
     usage_from,
 )
@@ -70,7 +70,7 @@ def chat_body(
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": [message_to_openai(m) for m in request.messages],  # no null content: the module's rule
+        "messages": openai_messages(request.messages),  # no null content: the module's rule
         "stream": True,
     }
     if options.stream_usage:

@@ -205,7 +205,7 @@ def _part(block: types.ContentBlock) -> ResultPart:
     if isinstance(block, types.TextContent):
         return TextPart(block.text)
     if isinstance(block, types.ImageContent):
-        return MediaPart("image", block.mime_type)
+        return MediaPart("image", block.mime_type, block.data)
     if isinstance(block, types.AudioContent):
         return MediaPart("audio", block.mime_type)
     if isinstance(block, types.ResourceLink):

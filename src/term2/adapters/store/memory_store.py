@@ -37,10 +37,6 @@ class InMemorySessionStore:
         self._sessions[session.session_id] = normalise_session(session)
         self._history[session.session_id] = []
 
-    async def delete(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
-        self._history.pop(session_id, None)
-
     async def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
@@ -58,6 +54,10 @@ class InMemorySessionStore:
             effort=stored.effort,
             mode=stored.mode,
         )
+
+    async def delete(self, session_id: str) -> bool:
+        self._history.pop(session_id, None)
+        return self._sessions.pop(session_id, None) is not None
 
     async def append(self, session_id: str, entry: HistoryEntry) -> None:
         entries = self._history.get(session_id)

@@ -42,6 +42,28 @@ class OutputFiles:
             return None
         return await anyio.to_thread.run_sync(partial(self._read, path))
 
+    async def drop(self, session_id: str) -> None:
+        try:
+            folder = self._folder / _checked(session_id, "session id")
+        except ValueError:
+            return
+        await anyio.to_thread.run_sync(partial(self._remove, folder))
+
+    @staticmethod
+    def _remove(folder: Path) -> None:
+        """The session's folder and the files in it; never follows a link out of it (there are no
+        subfolders: `_path` makes one file per call)."""
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            for name in os.listdir(fd):
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+        os.rmdir(folder)
+
     @staticmethod
     def _write(path: Path, text: str) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -72,3 +94,6 @@ class MemoryOutputs:
 
     async def fetch(self, session_id: str, call_id: str) -> str | None:
         return self._kept.get((session_id, call_id))
+
+    async def drop(self, session_id: str) -> None:
+        self._kept = {key: text for key, text in self._kept.items() if key[0] != session_id}

@@ -195,13 +195,6 @@ class SqliteSessionStore:
 
         await self._call("create session", work, write=True)
 
-    async def delete(self, session_id: str) -> None:
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
-            conn.execute("DELETE FROM history WHERE session_id = ?", (session_id,))  # whatever foreign_keys says
-            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-
-        await self._call("delete session", work, write=True)
-
     async def get(self, session_id: str) -> Session | None:
         def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
             row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -230,6 +223,18 @@ class SqliteSessionStore:
                 raise NotFound(f"session {session.session_id!r} does not exist")
 
         await self._call("save session", work, write=True)
+
+    async def delete(self, session_id: str) -> bool:
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> bool:
+            # secure_delete: the freed pages are overwritten, so the rows are not left readable in the file's
+            # free list (the WAL keeps the old pages only until its next checkpoint, forced here).
+            conn.execute("PRAGMA secure_delete = ON")
+            # One autocommit statement: the history goes with the session (ON DELETE CASCADE).
+            cursor = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return cursor.rowcount > 0
+
+        return await self._call("delete session", work, write=True)
 
     async def append(self, session_id: str, entry: HistoryEntry) -> None:
         values = (session_id, entry_key(entry), encode_entry(entry), session_id)

@@ -24,6 +24,7 @@ from term2.domain.history import ToolCall
 from term2.ports.updates import (
     CompactionChanged,
     MessageChunk,
+    Notice,
     PlanChanged,
     SessionEvent,
     StateChanged,
@@ -104,6 +105,11 @@ class ConsoleView:
     # -- the sink ---------------------------------------------------------------------
 
     async def send(self, session_id: str, event: SessionEvent) -> None:
+        if isinstance(event, Notice):  # the terminal draws news as the thought or message it was
+            chunk = event.as_chunk()
+            if chunk is None:
+                return
+            event = chunk
         if isinstance(event, MessageChunk):
             if event.message_id != self.message_id or event.thought != self.thought:
                 self._end_message()

@@ -229,6 +229,7 @@ class Container(containers.DeclarativeContainer):
         private=own_paths,
         mcp=mcp,
         launcher=providers.Callable(_launcher_choice, settings),
+        outputs=outputs,
     )
     config = providers.Singleton(
         SessionConfig, store=store, registry=registry, models=models, settings=settings, env=env

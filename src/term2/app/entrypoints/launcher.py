@@ -84,7 +84,10 @@ def _launch(settings: Settings, env: Mapping[str, str]) -> None:
     # event loop, logging and the server. Any other first line goes to the server.
     first = sys.stdin.buffer.readline(MAX_LINE_BYTES + 1)
     info = {"name": "term2", "title": "term2", "version": __version__}
-    early = early_answer(first, settings.acp_v2, info) if first.endswith(b"\n") else None
+    from term2.app.entrypoints.catalog import takes_images
+
+    images = takes_images(settings)
+    early = early_answer(first, settings.acp_v2, info, images) if first.endswith(b"\n") else None
     version, client = None, None
     if early is not None:
         version, reply, client = early

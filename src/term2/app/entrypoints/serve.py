@@ -136,7 +136,9 @@ class _Startup:
         renderer = (
             V2Renderer()
             if version == 2
-            else V1Renderer(compaction=client.compaction, display_terminals=client.terminal_output)
+            else V1Renderer(
+                compaction=client.compaction, display_terminals=client.terminal_output, notices=client.notices
+            )
         )
         sink = AcpUpdateSink(connection, renderer)
         files = AcpClientFiles(connection, client) if client.fs_read or client.fs_write else None
@@ -184,7 +186,10 @@ async def _serve(
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)
-        server = AcpServer(AgentInfo("term2", "term2", __version__), settings.acp_v2, app.methods)
+        from term2.app.entrypoints.catalog import takes_images
+
+        info = AgentInfo("term2", "term2", __version__)
+        server = AcpServer(info, settings.acp_v2, app.methods, images=takes_images(settings))
         if version is not None:
             server.initialized(version, client)
         connection = JsonRpcConnection(transport, server)

@@ -102,9 +102,10 @@ class McpTool:
                 raise ToolFailed(
                     f"MCP server '{server}', tool '{tool}': {FAILURE_TEXT[err.kind]}: {escaped(str(err))}"
                 ) from None
-            text = render_result(result)
+            text, images = render_result(result, ctx.images)
             shown_to_client = keep_ends(text, RESULT_LIMIT, "\n[... {cut} characters cut ...]\n")
-            return Outcome(text, (TextOutput(escaped(shown_to_client, lines=True)),), failed=result.is_error)
+            content = (TextOutput(escaped(shown_to_client, lines=True)),)
+            return Outcome(text, content, failed=result.is_error, images=images)
 
         return Invocation(
             title=f"{tool} (MCP server '{server}')",

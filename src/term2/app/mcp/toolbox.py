@@ -14,7 +14,7 @@ from __future__ import annotations
 from term2.app.mcp.servers import SessionServers
 from term2.app.tools.toolbox import WorkspaceToolbox
 from term2.ports.llm import ToolCallRequest, ToolSpec
-from term2.ports.tools import Toolbox, ToolContext
+from term2.ports.tools import Toolbox, ToolContext, ToolReply
 
 
 class SessionToolbox:
@@ -30,7 +30,7 @@ class SessionToolbox:
             return False
         return self._builtin.runs_concurrently(call, ctx)
 
-    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str | ToolReply:
         for tool in self._servers.tools():
             if tool.name == call.name:
                 return await WorkspaceToolbox((tool,)).execute(call, ctx)

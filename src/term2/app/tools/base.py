@@ -15,6 +15,7 @@ from typing import Protocol
 
 from term2.app.tools.args import Arguments
 from term2.domain.history import Location, TextOutput, ToolKind, ToolOutput
+from term2.domain.images import Image
 from term2.domain.network import NetworkGrant
 from term2.domain.workspace import Access
 from term2.ports.approval import CommandSubject
@@ -30,6 +31,7 @@ class Outcome:
     content: tuple[ToolOutput, ...] = ()
     failed: bool = False
     locations: tuple[Location, ...] | None = None  # None keeps the prepared ones
+    images: tuple[Image, ...] = ()  # for the model beside `text`, where it takes images (ADR 0046)
 
     @staticmethod
     def text_only(text: str) -> Outcome:

@@ -8,6 +8,7 @@ applied so the model knows to continue with `offset`.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
 from term2.app.tools.names import located, shown
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.through_client import client_read
-from term2.domain.history import ToolKind
+from term2.domain.content import decoded_size
+from term2.domain.history import TextOutput, ToolKind
+from term2.domain.images import MAX_IMAGE_BYTES, Image, InvalidImage, checked_image, sniff
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -98,6 +101,9 @@ class ReadFile:
         # The editor's buffer where it serves reads (the user's unsaved text), asked only for the lines the
         # cap can show: each numbered line takes at least 8 bytes, so one more than that always hits the cap.
         asked = self.limit_bytes // MIN_LINE_BYTES + 1
+        image = await anyio.to_thread.run_sync(partial(read_image, path, root), abandon_on_cancel=True)
+        if image is not None:  # from the disk, through the same gate: an editor serves text only
+            return image_outcome(path, image, ctx.images)
         served = await client_read(ctx, path, root, line=offset, limit=min(limit or asked, asked))
         if served is not None:
             # Nothing from a later line: past the end, or an empty file (as the disk would say)? One line tells.
@@ -108,6 +114,39 @@ class ReadFile:
             abandon_on_cancel=True,
         )
         return Outcome.text_only(text)
+
+
+def read_image(path: str, root: str) -> Image | None:
+    """The file as an image (PNG, JPEG, GIF or WebP by its bytes, checked and bounded as a pasted one),
+    or None when it is not one (or cannot be opened: the text read that follows says why, or the editor
+    serves a buffer not saved yet); ToolFailed for an image term2 will not send (too large, damaged)."""
+    try:
+        fd = open_regular(path, root)
+    except OSError:
+        return None
+    try:
+        head = read_upto(fd, SNIFF_BYTES)
+        if sniff(head) is None:
+            return None
+        raw = head + read_upto(fd, MAX_IMAGE_BYTES + 1 - len(head))
+    finally:
+        os.close(fd)
+    try:
+        return checked_image(base64.b64encode(raw).decode("ascii"), None, shown(path))
+    except InvalidImage as exc:
+        raise ToolFailed(str(exc)) from None
+
+
+def image_outcome(path: str, image: Image, takes_images: bool) -> Outcome:
+    """A note for the model and the client; the image itself goes to a model that takes images."""
+    size = human_size(decoded_size(image.data))
+    if not takes_images:
+        return Outcome.text_only(
+            f"{shown(path)} is an image ({image.mime_type}, {size}); the model in use does not take images, "
+            "so it is not shown."
+        )
+    note = f"{shown(path)} is an image ({image.mime_type}, {size}); it is attached to this result."
+    return Outcome(note, (TextOutput(note),), images=(image,))
 
 
 def read_lines(path: str, root: str, offset: int, limit: int | None, limit_bytes: int) -> str:

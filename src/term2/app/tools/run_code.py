@@ -22,7 +22,7 @@ from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root
 from term2.app.tools.run_code_program import launcher_command
-from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended
+from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended, tell
 from term2.domain.history import TextOutput, ToolKind
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
@@ -118,6 +118,7 @@ class RunCode:
             await stream.aclose()
         if failure is not None:
             raise did_not_run(failure, "program")
+        await tell(result, ctx)
         end = ended(result, timeout_s=timeout, output_limit=OUTPUT_LIMIT)
         text = f"{end.status}\n{end.output}\n{bridge.log.summary()}".strip()
         return Outcome(text, (TextOutput(text, printed=True),), failed=end.failed)

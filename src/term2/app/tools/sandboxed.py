@@ -11,9 +11,12 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
+from term2.app.clock import new_id
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.names import one_line
 from term2.ports.sandbox import CommandResult, SandboxFailed, SandboxUnavailable
+from term2.ports.tools import ToolContext
+from term2.ports.updates import Notice
 
 # The masks are fixed when a command starts (issue 30, item 5; ADR 0039): the model is told, in both
 # tools' descriptions, what a command can read of a `.env` that appears while it runs.
@@ -64,6 +67,14 @@ def ended(result: CommandResult, *, timeout_s: float, output_limit: int) -> Ende
         status = f"Exit code: {result.exit_code}"
     failed = result.timed_out or result.exit_code != 0
     return Ended(status, output, signal_name, failed, terminal)
+
+
+async def tell(result: CommandResult, ctx: ToolContext) -> None:
+    """The sandbox's notices (a refused host, a quarantined plant) as `notice`s for a client that shows
+    them apart; the model reads them in the command's output all the same (`ended`), and a client
+    without notices sees them there, so they have no other fallback (ADR 0046)."""
+    for notice in result.notices:
+        await ctx.emit(Notice(new_id("notice"), one_line(notice), "warning", fallback=None))
 
 
 def did_not_run(err: SandboxUnavailable | SandboxFailed, what: str) -> ToolFailed:

@@ -25,7 +25,7 @@ from term2.app.tools.base import Invocation, Outcome
 from term2.app.tools.names import located, shown
 from term2.app.tools.network_arg import NETWORK_SPEC, network_grant
 from term2.app.tools.paths import canonical_root, resolve_shown
-from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended
+from term2.app.tools.sandboxed import SECRETS_WINDOW, did_not_run, ended, tell
 from term2.domain.history import TerminalOutput, ToolKind, ToolOutput
 from term2.domain.network import NetworkGrant
 from term2.domain.truncation import ellipsize
@@ -136,6 +136,7 @@ class RunShell:
             result = await ctx.sandbox.run(request, forward)
         except (SandboxUnavailable, SandboxFailed) as err:
             raise did_not_run(err, "command") from None
+        await tell(result, ctx)
         return shell_outcome(command, cwd, terminal_id, result, timeout)
 
 

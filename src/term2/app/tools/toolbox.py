@@ -36,7 +36,7 @@ from term2.app.tools.shell import RunShell
 from term2.domain.history import ToolKind, ToolOutput, ToolStatus
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolCallRequest, ToolSpec
-from term2.ports.tools import ToolContext
+from term2.ports.tools import ToolContext, ToolReply
 from term2.ports.workspace_search import WorkspaceSearch
 
 log = structlog.get_logger("term2.tools")
@@ -85,17 +85,20 @@ class WorkspaceToolbox:
             return False
         return not needs_approval(invocation, ctx.access.workspace, ctx.approval_mode())
 
-    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str:
+    async def execute(self, call: ToolCallRequest, ctx: ToolContext) -> str | ToolReply:
         tracker = CallTracker(call.call_id, ctx)
         try:
             # The model's text as the tracker tells and records it: no lone surrogate (names.said).
-            return said(await self._execute(call, ctx, tracker))
+            result = await self._execute(call, ctx, tracker)
+            if isinstance(result, ToolReply):
+                return ToolReply(said(result.text), result.images)
+            return said(result)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await tracker.cancelled(call.name)
             raise
 
-    async def _execute(self, call: ToolCallRequest, ctx: ToolContext, tracker: CallTracker) -> str:
+    async def _execute(self, call: ToolCallRequest, ctx: ToolContext, tracker: CallTracker) -> str | ToolReply:
         tool = self._tools.get(call.name)
         kind = tool.kind if tool is not None else ToolKind.OTHER
         try:
@@ -134,7 +137,7 @@ class WorkspaceToolbox:
         # cancelled a change that was made; it takes effect once the outcome is told.
         with anyio.CancelScope(shield=True):
             await tracker.finish(status, outcome.content, outcome.locations)
-        return outcome.text
+        return ToolReply(outcome.text, outcome.images) if outcome.images and ctx.images else outcome.text
 
     @staticmethod
     async def _run(tool: Tool, run: Runner, ctx: ToolContext, call_id: str) -> Outcome:

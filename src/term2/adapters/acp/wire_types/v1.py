@@ -326,6 +326,19 @@ class CurrentModeUpdate(TypedDict):
     _meta: NotRequired[dict[str, Any] | None]
 
 
+class DeleteSessionRequest(TypedDict):
+    """Request parameters for deleting an existing session from `session/list`."""
+
+    sessionId: SessionId
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class DeleteSessionResponse(TypedDict):
+    """Response from deleting a session."""
+
+    _meta: NotRequired[dict[str, Any] | None]
+
+
 class Diff(TypedDict):
     """A diff representing file modifications."""
 
