@@ -198,3 +198,17 @@ async def test_a_program_in_another_process_waits_for_this_ones_editor_request(t
         marker.write_text("editor done")
     assert await anyio.to_thread.run_sync(child.line) == "running editor done"
     assert await anyio.to_thread.run_sync(child.finish) == "done"
+
+
+async def test_the_lock_folder_does_not_grow_with_the_folders_used(tmp_path: Path) -> None:
+    # Lock files per folder identity were never removed: one set for every folder on the way of every path
+    # the editor was ever asked about, kept across reboots where the folder is in the home (issue 30 review).
+    folder = tmp_path / "locks"
+    locks = FlockFolderLocks(folder)
+    for n in range(40):
+        way = (ROOT, HOME, WS, FolderId(7, n))
+        async with locks.editor(way) as held:
+            assert held
+        async with locks.program(FolderId(8, n)):
+            pass
+    assert len(list(folder.iterdir())) == 1, sorted(p.name for p in folder.iterdir())[:6]

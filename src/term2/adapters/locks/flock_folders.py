@@ -1,10 +1,10 @@
-"""Folder locks on `flock(2)` files, so every term2 process of the user sees every other (ADR 0038).
+"""Folder locks: byte-range locks of open file descriptions in one file, for every term2 process of the user (ADR 0038).
 
-Each folder identity (device, inode) has three lock files in one private
-folder: `run` (programs hold it shared while they run), `edit` (editor
-requests hold it shared while they are in flight) and `gate` (editors hold it
-exclusively for the instant of their check, so two editors never mistake each
-other for a program). The protocol, per folder:
+Each folder identity (device, inode) owns three bytes of one lock file in a
+private folder, each byte a lock: `run` (programs hold it shared while they
+run), `edit` (editor requests hold it shared while they are in flight) and
+`gate` (editors hold it exclusively for the instant of their check, so two
+editors never mistake each other for a program). The protocol, per folder:
 
 - program: take `run` shared, then `edit` exclusive (which waits until no
   editor request is in flight) and drop it at once; run; drop `run`.
@@ -16,23 +16,31 @@ Why it holds whatever the timing: an editor that got `run` exclusive holds
 `edit` shared from before that moment; a program that takes `run` afterwards
 must then take `edit` exclusive, which the kernel grants only once that
 editor dropped it. A program that held `run` first makes the editor's try
-fail. Locks live on open file descriptions, so tasks of one process exclude
+fail. Every lock is taken on a descriptor of its own (`F_OFD_SETLK`: owned by
+the open file description, like `flock`), so tasks of one process exclude
 each other exactly as processes do, and a crashed holder's locks go with it.
 
-Every step is a non-blocking `flock`; a wait is a poll with a short sleep,
-so a cancelled wait leaves no thread behind holding a lock. Lock files are
-never removed (removing a file someone may be locking is racy); they are
-empty, one set per folder ever used, in a runtime folder the system clears
-at logout where there is one.
+One file, not one per folder: the bytes are placed by a 60-bit hash of the
+identity (locks may lie past the end of an empty file), so the folder holds
+one empty file however many folders were ever used. Two identities that
+share a hash share their locks: a program and an editor request that do not
+conflict may then keep each other off (the disk serves the call), never the
+reverse.
+
+Every step is a non-blocking lock; a wait is a poll with a short sleep, so a
+cancelled wait leaves no thread behind holding a lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import os
 import pwd
 import stat
+import struct
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -49,6 +57,11 @@ log = structlog.get_logger("term2.locks")
 POLL_S = 0.005
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+LOCK_FILE = "folders.lock"
+_KINDS = {"run": 0, "edit": 1, "gate": 2}
+# struct flock on Linux (x86-64, arm64): l_type, l_whence, padding, l_start, l_len, l_pid (0 for OFD locks), padding.
+_FLOCK = struct.Struct("=hh4xqqi4x")
+_SHARED, _EXCLUSIVE = fcntl.F_RDLCK, fcntl.F_WRLCK
 
 
 def lock_folder(env: Mapping[str, str]) -> Path:
@@ -107,7 +120,7 @@ class FlockFolderLocks:
             try:
                 edit = _open(folder, root, "edit")
             except OSError:
-                os.close(run)
+                os.close(run.fd)
                 raise
         except OSError as err:
             raise FolderLockError(f"cannot open the folder lock: {err}") from None
@@ -115,13 +128,13 @@ class FlockFolderLocks:
             os.close(folder)
         try:
             try:
-                await _poll(run, fcntl.LOCK_SH)
-                await _poll(edit, fcntl.LOCK_EX)  # every editor request in flight on this folder has ended
+                await _poll(run, _SHARED)
+                await _poll(edit, _EXCLUSIVE)  # every editor request in flight on this folder has ended
             finally:
-                os.close(edit)
+                os.close(edit.fd)
             yield
         finally:
-            os.close(run)
+            os.close(run.fd)
 
     @asynccontextmanager
     async def editor(self, way: Sequence[FolderId]) -> AsyncIterator[bool]:
@@ -129,7 +142,7 @@ class FlockFolderLocks:
         if folder is None:
             yield False
             return
-        held: list[int] = []
+        held: list[_Lock] = []
         try:
             try:
                 free = await _hold_for_editor(folder, sorted(set(way)), held)
@@ -137,26 +150,46 @@ class FlockFolderLocks:
                 os.close(folder)
             yield free
         finally:
-            for fd in held:
-                os.close(fd)
+            for lock in held:
+                os.close(lock.fd)
 
 
-async def _poll(fd: int, operation: int) -> None:
+class _Lock:
+    """One lock of one folder: a descriptor of its own on the lock file, and the byte it locks."""
+
+    __slots__ = ("fd", "offset")
+
+    def __init__(self, fd: int, offset: int) -> None:
+        self.fd = fd
+        self.offset = offset
+
+
+def _try(lock: _Lock, kind: int) -> None:
+    """Take `lock` without waiting; BlockingIOError while a conflicting holder has it."""
+    try:
+        fcntl.fcntl(lock.fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, lock.offset, 1, 0))
+    except OSError as err:
+        if err.errno in (errno.EAGAIN, errno.EACCES):
+            raise BlockingIOError(err.errno, "held by another") from None
+        raise
+
+
+async def _poll(lock: _Lock, kind: int) -> None:
     while True:
         try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            _try(lock, kind)
             return
         except BlockingIOError:
             await anyio.sleep(POLL_S)
 
 
-async def _hold_for_editor(folder: int, keys: list[FolderId], held: list[int]) -> bool:
+async def _hold_for_editor(folder: int, keys: list[FolderId], held: list[_Lock]) -> bool:
     """Take every key's `edit` lock shared (into `held`); True when no `run` lock of them is held."""
     try:
         for key in keys:
             edit = _open(folder, key, "edit")
             held.append(edit)
-            fcntl.flock(edit, fcntl.LOCK_SH | fcntl.LOCK_NB)  # refused only while a program checks in
+            _try(edit, _SHARED)  # refused only while a program checks in
         for key in keys:
             if not await _no_program(folder, key):
                 return False
@@ -172,21 +205,32 @@ async def _no_program(folder: int, key: FolderId) -> bool:
     """Whether no program holds `key`'s run lock, checked under its gate so two editors never collide."""
     gate = _open(folder, key, "gate")
     try:
-        await _poll(gate, fcntl.LOCK_EX)  # held by editors only for this check: never long
+        await _poll(gate, _EXCLUSIVE)  # held by editors only for this check: never long
         run = _open(folder, key, "run")
         try:
-            fcntl.flock(run, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _try(run, _EXCLUSIVE)
         except BlockingIOError:
             return False
         finally:
-            os.close(run)  # the exclusive lock, if taken, goes with it
+            os.close(run.fd)  # the exclusive lock, if taken, goes with it
         return True
     finally:
-        os.close(gate)
+        os.close(gate.fd)
 
 
-def _open(folder: int, key: FolderId, kind: str) -> int:
-    return os.open(f"{key.device:x}-{key.inode:x}.{kind}", _FILE, 0o600, dir_fd=folder)
+def _open(folder: int, key: FolderId, kind: str) -> _Lock:
+    """A descriptor of its own on the lock file (each lock needs its own open file description) for `kind` of `key`."""
+    fd = os.open(LOCK_FILE, _FILE, 0o600, dir_fd=folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{LOCK_FILE} is not a regular file")
+    return _Lock(fd, _offset(key) + _KINDS[kind])
+
+
+def _offset(key: FolderId) -> int:
+    """Where `key`'s three bytes start: a 60-bit hash of the identity, times four (below 2**62, a valid offset)."""
+    digest = hashlib.blake2b(f"{key.device}:{key.inode}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 4) * 4
 
 
 def _private_folder(path: Path) -> int:
