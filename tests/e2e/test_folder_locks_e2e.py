@@ -3,6 +3,9 @@
 (a) What the lock folder costs: it holds one file however many folders the editor was asked about
     and commands ran on (it held three per folder, never removed, in the home where the user has no
     runtime folder).
+(b) A term2 process that found the lock folder unusable once must not run its programs unlocked
+    afterwards: another term2 process of the user, finding the folder usable, asks the editor beside
+    them. Its commands fail to start instead (fail closed), until the folder is usable.
 
 Each process gets its own runtime folder through XDG_RUNTIME_DIR (there is no /run/user/<uid> on the
 test machines), so nothing here meets the locks of other tests.
@@ -11,6 +14,7 @@ test machines), so nothing here meets the locks of other tests.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +75,33 @@ def test_the_lock_folder_holds_one_file_whatever_was_used(tmp_path: Path) -> Non
         agent.turn(sid, tools.shell_call("true"), policy=tools.select("allow-once"))
         assert len(editor.asked_under(os.path.realpath(agent.root))) == 12, "the editor served the reads"
         assert len(list(locks.iterdir())) == 1, sorted(p.name for p in locks.iterdir())[:9]
+
+
+def test_a_process_that_found_the_lock_folder_unusable_runs_no_program_unlocked(tmp_path: Path) -> None:
+    with _agents(tmp_path, 2) as ([racing, model], editor, locks):
+        locks.mkdir(mode=0o755)
+        locks.chmod(0o755)  # e.g. made by hand; any error opening it did the same (EMFILE, ENOMEM)
+        root, outside = model.root, model.outside()
+        before = race._workspace(root, outside)
+        started = root / ".ctl" / "started"
+        command = racing.start_prompt(racing.session(), race.RACERS["run_shell"], policy=tools.select("allow-once"))
+        race._until(lambda: started.exists() or _answered(racing, command), "the command started or failed to")
+        locks.chmod(0o700)  # usable again, for any process that looks now
+        editor.racing = started.exists()
+
+        sid = model.session()
+        calls = [c for n in range(race.ROUNDS) for k in ("write", "read") for c in race.CALLS[k](n)]
+        model.turn(sid, *calls, policy=tools.select("reject"), timeout=600)
+        (root / ".ctl" / "stop").touch()
+        answer = race._response(racing, command)
+        editor.racing = False
+
+        assert {p.name: p.read_text() for p in outside.iterdir()} == before, "the editor acted outside"
+        assert "OUTSIDE-" not in json.dumps([r.body for r in model.llm.requests]), "outside text reached the model"
+        assert not started.exists(), "a command ran without its folder lock"
+        assert "error" not in answer
+        told = json.dumps([r.body for r in racing.llm.requests])
+        assert "lock folder" in told, "the model is told why the command did not run"
 
 
 def _answered(agent: tools.Agent, request_id: int) -> bool:

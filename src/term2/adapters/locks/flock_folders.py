@@ -87,34 +87,34 @@ def lock_folder(env: Mapping[str, str]) -> Path:
 class FlockFolderLocks:
     def __init__(self, folder: Path) -> None:
         self._path = folder
-        self._unusable: str | None = None
+        self._complaint: str | None = None  # the last reason the folder was unusable, logged once
         self._setup = threading.Lock()
 
-    def _folder(self) -> int | None:
+    def _folder(self) -> int:
         """The private lock folder, opened and checked afresh (it may have been removed); the caller closes it.
 
-        None once it was found unusable: from then on, for the life of the process, so that an editor request
-        is never held while a program that found no folder runs unlocked.
+        OSError when it is unusable, each time: a program then does not run and an editor request is not sent,
+        so no process relies on a lock that another process skipped.
         """
         with self._setup:
-            if self._unusable is None:
-                try:
-                    return _private_folder(self._path)
-                except OSError as err:
-                    self._unusable = str(err)
+            try:
+                return _private_folder(self._path)
+            except OSError as err:
+                if str(err) != self._complaint:
+                    self._complaint = str(err)
                     log.warning(
-                        "the lock folder is unusable: the editor is not used for files, the disk is",
+                        "the lock folder is unusable: commands do not run, the editor is not used for files",
                         folder=str(self._path),
-                        error=self._unusable,
+                        error=self._complaint,
                     )
-            return None
+                raise
 
     @asynccontextmanager
     async def program(self, root: FolderId) -> AsyncIterator[None]:
-        folder = self._folder()
-        if folder is None:  # no editor request of this process can be held either: nothing to wait for
-            yield
-            return
+        try:
+            folder = self._folder()
+        except OSError as err:
+            raise FolderLockError(f"the lock folder {self._path} is unusable: {err}") from None
         try:
             run = _open(folder, root, "run")
             try:
@@ -138,7 +138,10 @@ class FlockFolderLocks:
 
     @asynccontextmanager
     async def editor(self, way: Sequence[FolderId]) -> AsyncIterator[bool]:
-        folder = self._folder()
+        try:
+            folder: int | None = self._folder()
+        except OSError:
+            folder = None
         if folder is None:
             yield False
             return
