@@ -12,6 +12,7 @@ here depends on timing: a program that entered too early is caught by what it sa
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -219,3 +220,22 @@ async def test_the_lock_folder_does_not_grow_with_the_folders_used(tmp_path: Pat
         async with locks.program(FolderId(8, n)):
             pass
     assert len(list(folder.iterdir())) == 1, sorted(p.name for p in folder.iterdir())[:6]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
+@pytest.mark.parametrize("mode", [0o777, 0o755])
+async def test_a_lock_folder_inside_a_folder_another_user_controls_is_refused(tmp_path: Path, mode: int) -> None:
+    # e.g. XDG_RUNTIME_DIR=/tmp/runtime-me made first by someone else: they can move term2-locks away while a
+    # program holds its lock there, and the next lock is taken in a fresh folder that knows of no program.
+    theirs = tmp_path / "runtime-me"
+    theirs.mkdir()
+    os.chown(theirs, 54321, 54321)
+    theirs.chmod(mode)
+    locks = FlockFolderLocks(theirs / "term2-locks")
+    with pytest.raises(FolderLockError, match="another user"):
+        async with locks.program(WS):
+            (theirs / "term2-locks").rename(theirs / "moved")  # what its owner may do at any time
+            async with locks.editor(WAY) as held:
+                assert not held, "the editor was let in beside a running program"
+    async with locks.editor(WAY) as held:
+        assert not held

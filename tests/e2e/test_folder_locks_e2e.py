@@ -34,12 +34,16 @@ pytestmark = [
 
 
 @contextlib.contextmanager
-def _agents(base: Path, count: int) -> Iterator[tuple[list[tools.Agent], race.FollowingEditor, Path]]:
+def _agents(
+    base: Path, count: int, runtime_owner: int | None = None
+) -> Iterator[tuple[list[tools.Agent], race.FollowingEditor, Path]]:
     """`count` term2 processes on one workspace sharing one runtime folder (so one lock folder)."""
     root = base / "project"
     root.mkdir()
     runtime = base / "runtime"
     runtime.mkdir(mode=0o700)
+    if runtime_owner is not None:
+        os.chown(runtime, runtime_owner, runtime_owner)
     editor = race.FollowingEditor(root)
     with start_fake_llm() as llm:
         answers = tools.Answers()
@@ -102,6 +106,24 @@ def test_a_process_that_found_the_lock_folder_unusable_runs_no_program_unlocked(
         assert "error" not in answer
         told = json.dumps([r.body for r in racing.llm.requests])
         assert "lock folder" in told, "the model is told why the command did not run"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
+def test_a_runtime_folder_another_user_controls_is_not_trusted_with_the_locks(tmp_path: Path) -> None:
+    # They could move term2-locks away while a command holds its lock in it: the next editor request would
+    # lock a fresh folder that knows of no command (the issue 30 swap attack again).
+    with _agents(tmp_path, 1, runtime_owner=54321) as ([agent], editor, locks):
+        (agent.root / "d").mkdir()
+        (agent.root / "d" / "a.txt").write_text("on the disk\n")
+        sid = agent.session()
+        agent.turn(sid, tools.shell_call("echo RAN-7f3"), policy=tools.select("allow-once"))
+        told = json.dumps(agent.llm.requests[-1].body)
+        assert "RAN-7f3" not in told.replace("echo RAN-7f3", ""), "the command ran without a lock anyone can trust"
+        assert "another user can move" in told
+        agent.turn(sid, tools.read_call("d/a.txt"))
+        assert "on the disk" in json.dumps(agent.llm.requests[-1].body)
+        assert editor.asked_under(os.path.realpath(agent.root)) == [], "the editor was asked without locks"
+        assert not locks.exists() or not any(locks.iterdir())
 
 
 def _answered(agent: tools.Agent, request_id: int) -> bool:

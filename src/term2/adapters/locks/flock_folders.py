@@ -59,8 +59,9 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 LOCK_FILE = "folders.lock"
 _KINDS = {"run": 0, "edit": 1, "gate": 2}
-# struct flock on Linux (x86-64, arm64): l_type, l_whence, padding, l_start, l_len, l_pid (0 for OFD locks), padding.
-_FLOCK = struct.Struct("=hh4xqqi4x")
+# struct flock (flock64 where off_t is 32 bits): l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), in the
+# platform's alignment; "0q" pads the end as the C struct is padded.
+_FLOCK = struct.Struct("@hhqqi0q")
 _SHARED, _EXCLUSIVE = fcntl.F_RDLCK, fcntl.F_WRLCK
 
 
@@ -239,7 +240,9 @@ def _offset(key: FolderId) -> int:
 def _private_folder(path: Path) -> int:
     """Open (making it 0700 if missing) the lock folder; refuse one that is not the user's own and private.
 
-    Anyone else able to write it could hold a lock forever (commands would wait) or swap lock files.
+    Anyone else able to write it could hold a lock forever (commands would wait) or swap lock files; anyone
+    able to change a folder above it could move it away while a program holds its lock there, so that the
+    next lock is taken in a fresh folder that knows of no program (`_others_can_move`).
     """
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, _FOLDER)
@@ -250,4 +253,33 @@ def _private_folder(path: Path) -> int:
             f"{path} must be a folder owned by uid {os.getuid()} with mode 0700 (it is {oct(info.st_mode & 0o777)},"
             f" owned by uid {info.st_uid})"
         )
+    try:
+        above = _others_can_move(path)
+    except OSError:
+        os.close(fd)
+        raise
+    if above is not None:
+        os.close(fd)
+        raise PermissionError(f"another user can move {path} away: {above}")
     return fd
+
+
+def _others_can_move(path: Path) -> str | None:
+    """Why a user other than this one (or root) could rename `path`, or None: no folder above it lets them.
+
+    Every folder above it, as written and as resolved, must be owned by this user or root, and writable by no
+    one else unless sticky (then only the owner of an entry may move it, and that entry is checked next). A
+    group-writable folder of the user's own primary group is the user's.
+    """
+    uid, gid = os.getuid(), os.getgid()
+    folders = {*path.parents, *Path(os.path.realpath(path.parent)).parents, Path(os.path.realpath(path.parent))}
+    for folder in sorted(folders):
+        info = os.lstat(folder)
+        if info.st_uid not in (0, uid):
+            return f"{folder} is owned by uid {info.st_uid}"
+        if stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_ISVTX:
+            continue
+        others = stat.S_IWOTH | (stat.S_IWGRP if info.st_gid != gid else 0)
+        if info.st_mode & others:
+            return f"{folder} is writable by others (mode {oct(info.st_mode & 0o7777)})"
+    return None
