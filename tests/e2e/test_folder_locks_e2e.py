@@ -5,7 +5,10 @@
     runtime folder).
 (b) A term2 process that found the lock folder unusable once must not run its programs unlocked
     afterwards: another term2 process of the user, finding the folder usable, asks the editor beside
-    them. Its commands fail to start instead (fail closed), until the folder is usable.
+    them. Its commands fail to start instead (fail closed), until the folder is usable; so do those of
+    a process whose lock folder sits where another user could move it away.
+(c) A command arriving in the middle of an edit through the editor waits for the whole edit, which
+    neither fails nor is left half made in the editor's buffers.
 
 Each process gets its own runtime folder through XDG_RUNTIME_DIR (there is no /run/user/<uid> on the
 test machines), so nothing here meets the locks of other tests.
@@ -18,14 +21,18 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
+from term2.adapters.locks import FlockFolderLocks
+from term2.app.tools.editor_turn import way_of
 from tests.conftest import llm_env
 from tests.e2e import test_editor_race_e2e as race
 from tests.e2e import test_tools_e2e as tools
 from tests.fakes.llm_server import start_fake_llm
-from tests.support.acp_process import AcpProcess
+from tests.support.acp_process import AcpProcess, ClientMethod, Message
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists("/usr/bin/bwrap"), reason="run_shell needs /usr/bin/bwrap"),
@@ -131,3 +138,83 @@ def _answered(agent: tools.Agent, request_id: int) -> bool:
         who == "agent" and message.get("id") == request_id and "method" not in message
         for who, message in list(agent.proc.transcript)
     )
+
+
+class BufferEditor:
+    """An editor with buffers: it reads a buffer where it has one, and writes into buffers without saving.
+
+    A hook in `on_write` runs once, when that path is written, before the answer.
+    """
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, str] = {}
+        self.on_write: dict[str, Any] = {}
+
+    def methods(self) -> dict[str, ClientMethod]:
+        return {"fs/read_text_file": self._read, "fs/write_text_file": self._write}
+
+    def _read(self, params: Message) -> Message:
+        path = params["path"]
+        return {"content": self.buffers[path] if path in self.buffers else Path(path).read_text()}
+
+    def _write(self, params: Message) -> Message:
+        self.buffers[params["path"]] = params["content"]
+        hook = self.on_write.pop(params["path"], None)
+        if hook is not None:
+            hook()
+        return {}
+
+
+def test_a_command_arriving_mid_patch_waits_and_the_patch_is_not_left_half_in_the_editor(tmp_path: Path) -> None:
+    # One session's apply_patch of two files through the editor; another session's command starts once the
+    # first file is in the editor's buffer. The command waited for the patch (ADR 0038), but the second file's
+    # own editor turn saw it waiting and failed the patch: "undone" on the disk, while the first file's change
+    # stayed in the buffer. Now the patch's requests reuse the turns it holds, and the command runs after it.
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a.txt").write_text("a = 1\n")
+    (root / "b.txt").write_text("b = 1\n")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    editor = BufferEditor()
+    with start_fake_llm() as llm:
+        answers = tools.Answers()
+        env = {**llm_env(llm), "XDG_RUNTIME_DIR": str(runtime), "TERM2_EDIT_TOOLS": "both"}
+        proc = AcpProcess(tmp_path, env=env, permission=answers, client_methods=editor.methods())
+        try:
+            proc.initialize(1, race.FS)
+            agent = tools.Agent(proc, llm, answers, tmp_path, root)
+            tools._warm_up(agent)
+            commands, patching = agent.session(), agent.session()
+            agent.turn(commands, tools.shell_call("true"), policy=tools.select("allow-folder-session"))
+            first = os.path.realpath(root / "a.txt")
+            started: list[int] = []
+
+            def start_a_command_and_see_it_wait() -> None:
+                started.append(agent.start_prompt(commands, tools.shell_call("echo COMMAND-RAN-5d2")))
+                way = way_of(first)
+
+                async def command_waits() -> bool:
+                    async with FlockFolderLocks(runtime / "term2-locks").editor(way) as held:
+                        return not held
+
+                race._until(lambda: anyio.run(command_waits), "the command holds its root's lock, waiting")
+
+            editor.on_write[first] = start_a_command_and_see_it_wait
+            patch = (
+                "*** Begin Patch\n*** Update File: a.txt\n@@\n-a = 1\n+a = 2\n"
+                "*** Update File: b.txt\n@@\n-b = 1\n+b = 2\n*** End Patch\n"
+            )
+            agent.turn(patching, {"name": "apply_patch", "arguments": {"input": patch}}, policy=tools.select("reject"))
+            assert started, "the patch wrote its first file through the editor"
+            assert "error" not in race._response(agent, started[0])
+
+            told = json.dumps([r.body for r in llm.requests])
+            assert "were undone" not in told and "nothing was written" not in told, "the patch failed half made"
+            assert editor.buffers == {first: "a = 2\n", os.path.realpath(root / "b.txt"): "b = 2\n"}
+            assert "COMMAND-RAN-5d2\\n" in told, "the command ran once the patch was made"
+        finally:
+            if proc.proc.poll() is None:
+                proc.close()
+                proc.validate_schemas()
+            proc.kill()

@@ -8,10 +8,11 @@ loop only hands over the request and feeds the returned text to the model.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from term2.domain.editor_exclusion import FolderId
 from term2.domain.history import HistoryEntry
 from term2.domain.workspace import SessionAccess
 from term2.ports.approval import Approver
@@ -53,6 +54,9 @@ class ToolContext:
     # Keeps sandboxed programs and editor requests on the same folders apart (ADR 0038); None: the editor
     # is never asked (nothing would keep a program from moving the path under it).
     folder_locks: FolderLocks | None = None
+    # The paths whose editor turn an edit already holds, with the way it locked (ADR 0038's one_source): a
+    # program on that way waits for the edit to end, so the edit's own requests there need no turn of their own.
+    editor_turns: Mapping[str, tuple[FolderId, ...]] = field(default_factory=dict)
 
 
 class Toolbox(Protocol):
