@@ -12,6 +12,7 @@ here depends on timing: a program that entered too early is caught by what it sa
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from anyio.abc import TaskStatus
 
 from term2.adapters.locks import FlockFolderLocks
 from term2.domain.editor_exclusion import FolderId
-from term2.ports.folder_locks import FolderLocks
+from term2.ports.folder_locks import FolderLockError, FolderLocks
 from tests.fakes.folder_locks import MemoryFolderLocks
 
 pytestmark = pytest.mark.anyio
@@ -87,15 +88,16 @@ async def test_a_program_waits_for_the_editor_request_in_flight(locks: FolderLoc
     assert seen == [False], "the program entered while the editor request was in flight"
 
 
-async def test_an_unusable_lock_folder_keeps_the_editor_off_and_programs_running(tmp_path: Path) -> None:
+async def test_an_unusable_lock_folder_keeps_the_editor_off_and_programs_from_starting(tmp_path: Path) -> None:
     folder = tmp_path / "open-to-all"
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
     locks = FlockFolderLocks(folder)
     async with locks.editor(WAY) as held:
         assert not held
-    async with locks.program(WS):
-        pass
+    with pytest.raises(FolderLockError, match="unusable"):
+        async with locks.program(WS):
+            pytest.fail("a program ran without its lock")
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "private", target_is_directory=True)
     (tmp_path / "private").mkdir(mode=0o700)
@@ -113,15 +115,21 @@ async def test_a_lock_folder_removed_meanwhile_is_made_again(tmp_path: Path) -> 
     assert (tmp_path / "locks").stat().st_mode & 0o777 == 0o700
 
 
-async def test_once_unusable_the_lock_folder_stays_off_for_the_process(tmp_path: Path) -> None:
+async def test_a_lock_folder_unusable_once_is_used_again_once_fixed(tmp_path: Path) -> None:
+    # A process that found it unusable must not go on running programs unlocked: another process, finding
+    # it usable, would ask the editor beside them (issue 30 review). Each use looks again instead.
     folder = tmp_path / "locks"
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
     locks = FlockFolderLocks(folder)
-    async with locks.program(WS):  # runs unlocked: no editor request of this process can be held
-        folder.chmod(0o700)
-        async with locks.editor(WAY) as held:
-            assert not held, "a folder fixed meanwhile must not let an editor request beside that program"
+    with pytest.raises(FolderLockError):
+        async with locks.program(WS):
+            pass
+    folder.chmod(0o700)
+    async with locks.program(WS), FlockFolderLocks(folder).editor(WAY) as held:
+        assert not held, "the program holds its lock, seen by another process's locks"
+    async with locks.editor(WAY) as held:
+        assert held
 
 
 # --- two term2 processes of one user share the flock adapter's locks ---------------------------------
@@ -198,3 +206,36 @@ async def test_a_program_in_another_process_waits_for_this_ones_editor_request(t
         marker.write_text("editor done")
     assert await anyio.to_thread.run_sync(child.line) == "running editor done"
     assert await anyio.to_thread.run_sync(child.finish) == "done"
+
+
+async def test_the_lock_folder_does_not_grow_with_the_folders_used(tmp_path: Path) -> None:
+    # Lock files per folder identity were never removed: one set for every folder on the way of every path
+    # the editor was ever asked about, kept across reboots where the folder is in the home (issue 30 review).
+    folder = tmp_path / "locks"
+    locks = FlockFolderLocks(folder)
+    for n in range(40):
+        way = (ROOT, HOME, WS, FolderId(7, n))
+        async with locks.editor(way) as held:
+            assert held
+        async with locks.program(FolderId(8, n)):
+            pass
+    assert len(list(folder.iterdir())) == 1, sorted(p.name for p in folder.iterdir())[:6]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
+@pytest.mark.parametrize("mode", [0o777, 0o755])
+async def test_a_lock_folder_inside_a_folder_another_user_controls_is_refused(tmp_path: Path, mode: int) -> None:
+    # e.g. XDG_RUNTIME_DIR=/tmp/runtime-me made first by someone else: they can move term2-locks away while a
+    # program holds its lock there, and the next lock is taken in a fresh folder that knows of no program.
+    theirs = tmp_path / "runtime-me"
+    theirs.mkdir()
+    os.chown(theirs, 54321, 54321)
+    theirs.chmod(mode)
+    locks = FlockFolderLocks(theirs / "term2-locks")
+    with pytest.raises(FolderLockError, match="another user"):
+        async with locks.program(WS):
+            (theirs / "term2-locks").rename(theirs / "moved")  # what its owner may do at any time
+            async with locks.editor(WAY) as held:
+                assert not held, "the editor was let in beside a running program"
+    async with locks.editor(WAY) as held:
+        assert not held

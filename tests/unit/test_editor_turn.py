@@ -166,8 +166,10 @@ async def test_an_edit_worked_out_from_the_buffer_is_not_written_to_the_disk_whe
 
         files = Arriving({str(target): "x = 1\ny = 2\n"})
         result = await call(h, files, "edit_file", path="f.txt", old_string="y = 2", new_string="y = 3")
-    assert "nothing was written" in result
-    assert target.read_text() == "x = 1\n" and files.asked("fs/write_text_file") == []
+        assert ran == [], "the program waits for the edit"
+    assert "y = 3" in result
+    assert files.buffers[str(target)] == "x = 1\ny = 3\n", "the edit's own write went through the editor"
+    assert target.read_text() == "x = 1\n", "the buffer's text never reached the disk"
     assert ran == ["x = 1\n"], "the program waited for the edit, then ran"
 
 
@@ -231,6 +233,51 @@ async def test_a_patch_worked_out_from_the_buffer_is_not_written_to_the_disk_whe
         files = Arriving({str(target): "x = 1\ny = 2\n"})
         patch = "*** Begin Patch\n*** Update File: f.txt\n@@\n-y = 2\n+y = 3\n*** End Patch\n"
         result = await call(h, files, "apply_patch", input=patch)
-    assert "nothing was written" in result
-    assert target.read_text() == "x = 1\n" and files.asked("fs/write_text_file") == []
+        assert ran == []
+    assert "failed" not in result
+    assert files.buffers[str(target)] == "x = 1\ny = 3\n" and target.read_text() == "x = 1\n"
     assert ran == ["x = 1\n"]
+
+
+@pytest.mark.parametrize("second_file", ["b.txt", "new/b.txt"])
+async def test_a_program_arriving_between_a_patchs_files_neither_fails_it_nor_leaves_it_half_made(
+    h: Harness, second_file: str
+) -> None:
+    # The patch holds its editor turns across every file (one_source), so a program arriving after the first
+    # file went to the editor waits for the whole patch. The second file's own turn used to see that waiting
+    # program and fail; the first file, then "undone" on the disk, kept its change in the editor's buffer.
+    # A file in a folder the patch makes ("new/") has a way longer than the one held: only the rest is locked.
+    from term2.app.edit_tools import edit_tool_names
+    from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
+
+    h.toolbox = WorkspaceToolbox(default_tools(edit_tool_names(None, "both")))
+    first, second = h.root / "a.txt", h.root / second_file
+    first.write_text("a = 1\n")
+    ran: list[str] = []
+
+    async def program() -> None:
+        async with h.folder_locks.program(identity(h.root)):
+            ran.append("ran")
+
+    async with anyio.create_task_group() as tg:
+
+        class Arriving(MemoryClientFiles):
+            async def write_text(self, session_id: str, path: str, content: str) -> None:
+                await super().write_text(session_id, path, content)
+                if path == str(first):
+                    tg.start_soon(program)  # a command starts once the first file is in the editor
+                    await anyio.wait_all_tasks_blocked()
+
+        files = Arriving({str(first): "a = 1\n"})
+        if second_file == "b.txt":
+            second.write_text("b = 1\n")
+            files.buffers[str(second)] = "b = 1\n"
+            change = "*** Update File: b.txt\n@@\n-b = 1\n+b = 2\n"
+        else:
+            change = f"*** Add File: {second_file}\n+b = 2\n"
+        patch = f"*** Begin Patch\n*** Update File: a.txt\n@@\n-a = 1\n+a = 2\n{change}*** End Patch\n"
+        result = await call(h, files, "apply_patch", input=patch)
+        assert ran == [], "the program waits for the whole patch"
+    assert "failed" not in result, result
+    assert files.buffers[str(first)] == "a = 2\n" and files.buffers[str(second)] == "b = 2\n"
+    assert ran == ["ran"]

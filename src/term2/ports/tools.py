@@ -8,11 +8,12 @@ loop only hands over the request and feeds the returned text to the model.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from term2.domain.approval import ApprovalMode
+from term2.domain.editor_exclusion import FolderId
 from term2.domain.history import HistoryEntry
 from term2.domain.images import Image
 from term2.domain.workspace import SessionAccess
@@ -61,6 +62,9 @@ class ToolContext:
     # makes of instruction files (ADR 0044). Set by the toolbox for the run only, never by a tool.
     guard_instructions: bool = False
     images: bool = False  # the turn's model takes images: an image a tool read goes to it as one (ADR 0046)
+    # The paths whose editor turn an edit already holds, with the way it locked (ADR 0038's one_source): a
+    # program on that way waits for the edit to end, so the edit's own requests there need no turn of their own.
+    editor_turns: Mapping[str, tuple[FolderId, ...]] = field(default_factory=dict)
 
     def approval_mode(self) -> ApprovalMode:
         """The mode the gate judges this call by: the turn's, else the session's as it is now."""

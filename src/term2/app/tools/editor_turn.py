@@ -65,23 +65,39 @@ async def editor_turn(ctx: ToolContext, path: str) -> AsyncIterator[bool]:
 
     False without folder locks (nothing could keep programs off), while a program runs on a folder on the
     way, when the locks cannot be taken, or when the way changed before they were held. Never waits for a
-    program; the reason is logged.
+    program; the reason is logged. Inside an edit that holds the path's turn already (`one_source`), only
+    folders of the way it does not hold (made since, for a write) are locked: a program on the held ones is
+    waiting for the edit, not running.
     """
+    async with _turn(ctx, path, ctx.editor_turns.get(path, ())) as way:
+        yield way is not None
+
+
+@asynccontextmanager
+async def _turn(
+    ctx: ToolContext, path: str, held: tuple[FolderId, ...] = ()
+) -> AsyncIterator[tuple[FolderId, ...] | None]:
+    """The way of `path`, kept from programs as editor_turn says, or None; `held`: its leading folders that
+    this edit keeps from programs already, which count only while the way still begins with them."""
     locks = ctx.folder_locks
     if locks is None:
-        yield False
+        yield None
         return
     way = await anyio.to_thread.run_sync(partial(way_of, path))
-    async with locks.editor(way) as held:
-        if not held:
+    rest = way[len(held) :] if way[: len(held)] == held else way
+    if not rest:
+        yield way
+        return
+    async with locks.editor(rest) as free:
+        if not free:
             log.info("a sandboxed program may write a folder on the path; term2 uses the disk", path=path)
-            yield False
+            yield None
             return
         if await anyio.to_thread.run_sync(partial(way_of, path)) != way:
             log.info("the path changed before the editor was asked; term2 uses the disk", path=path)
-            yield False
+            yield None
             return
-        yield True
+        yield way
 
 
 @asynccontextmanager
@@ -89,16 +105,21 @@ async def one_source(ctx: ToolContext, *paths: str) -> AsyncIterator[ToolContext
     """A context in which an edit's reads of `paths` and its writes come from the same side.
 
     Held across both: a program that starts meanwhile waits for the edit to end, so an edit whose old text
-    is the editor's buffer is written through the editor, and one that found a program running (on any of
-    the paths) keeps to the disk for its writes too, even if the program ended in between (else the disk's
+    is the editor's buffer is written through the editor (its requests inside reuse these turns: each of
+    them, taking a turn of its own, would be turned away by the program waiting for this one, and a patch
+    would fail half made, its first files in the buffer). One that found a program running (on any of the
+    paths) keeps to the disk for its writes too, even if the program ended in between (else the disk's
     text, written into the buffer, would drop the user's unsaved edits).
     """
     if ctx.client_files is None:
         yield ctx
         return
     async with AsyncExitStack() as turns:
+        held: dict[str, tuple[FolderId, ...]] = {}
         for path in paths:
-            if not await turns.enter_async_context(editor_turn(ctx, path)):
+            way = await turns.enter_async_context(_turn(ctx, path))
+            if way is None:
                 yield replace(ctx, client_files=None)
                 return
-        yield ctx
+            held[path] = way
+        yield replace(ctx, editor_turns={**ctx.editor_turns, **held})
