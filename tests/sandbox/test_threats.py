@@ -464,6 +464,18 @@ async def test_timeout_kills_the_whole_tree(box: Box) -> None:
     await _none_left(marker)
 
 
+async def test_no_process_of_a_timed_out_command_runs_once_the_run_returns(box: Box) -> None:
+    """Not eventually: at once. What follows a run (the root's folder lock released, ADR 0038; the
+    post-run walk) relies on it, so the run waits for the namespace's init to exit, whose exit the
+    kernel reports only after every process in the namespace is gone. Busy loops, not sleeps: a
+    process that keeps running is what a killed bwrap alone would leave for a moment."""
+    marker = f"3000.{int(box.tag[:6], 16)}"
+    loop = f"while :; do :; done # {marker}"
+    result = await box.run(f"setsid sh -c '{loop}' & (sh -c '{loop}' &); sh -c '{loop}'", timeout_s=1)
+    assert result.timed_out
+    assert processes_with(marker) == []
+
+
 async def test_fork_bomb_is_bounded(box: Box) -> None:
     marker = f"forkbomb-{box.tag}"
     attempts = box.nproc_limit + 136

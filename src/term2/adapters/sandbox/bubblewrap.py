@@ -389,6 +389,12 @@ async def _finish(box: SandboxProcess) -> None:
         box.kill()  # bwrap is gone; its namespace init must be too
     if box.reap_if_done() is None:
         _log.error("sandbox.unkillable", pid=box.proc.pid)
+    box.drain_status()
+    box.kill()  # the init too, now that its pid is surely known
+    with anyio.move_on_after(KILL_GRACE_S) as waited:
+        await box.wait_namespace()
+    if waited.cancelled_caught:
+        _log.error("sandbox.namespace_outlived_bwrap", pid=box.proc.pid)
     box.close()
 
 

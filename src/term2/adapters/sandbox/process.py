@@ -134,6 +134,33 @@ class SandboxProcess:
         await anyio.wait_readable(self._proc_pidfd)
         return self.proc.wait()
 
+    def drain_status(self) -> None:
+        """Take the status records already written (the child's pid among them) without waiting: a run
+        cancelled before its pump read them must still learn which init to wait for."""
+        buffer = b""
+        while True:
+            try:
+                chunk = os.read(self._status_fd, _READ_SIZE)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            buffer += chunk
+        for line in buffer.split(b"\n"):
+            self._record(line)
+
+    async def wait_namespace(self) -> None:
+        """Wait until the sandbox's init has exited.
+
+        bwrap's own exit says nothing of its child: with bwrap killed, the init learns of it through its
+        parent-death signal, and only its exit tears the namespace down (the kernel kills every process
+        in it and waits for them before the init's exit is reported, which is when its pidfd turns
+        readable). Until then a command's processes may still run, so whatever the caller does next
+        (release the root's folder lock, walk the tree) waits for this (ADR 0038).
+        """
+        if self._child_pidfd is not None:
+            await anyio.wait_readable(self._child_pidfd)
+
     def reap_if_done(self) -> int | None:
         return self.proc.poll()
 
