@@ -281,3 +281,43 @@ async def test_a_program_arriving_between_a_patchs_files_neither_fails_it_nor_le
     assert "failed" not in result, result
     assert files.buffers[str(first)] == "a = 2\n" and files.buffers[str(second)] == "b = 2\n"
     assert ran == ["ran"]
+
+
+@pytest.mark.parametrize("first_file", ["existing", "added"])
+async def test_a_patch_that_fails_part_way_undoes_the_editors_changes_in_the_editor(
+    h: Harness, first_file: str
+) -> None:
+    # The first file went to the editor's buffer; the second write's answer never came. The undo must put the
+    # buffer back through the editor (the disk never held the change: writing it there undid nothing while the
+    # model was told "undone"), and a file the editor created, which ACP cannot remove, is reported, not claimed.
+    from term2.app.edit_tools import edit_tool_names
+    from term2.app.tools.toolbox import WorkspaceToolbox, default_tools
+    from term2.ports.client_files import ClientFileError
+
+    h.toolbox = WorkspaceToolbox(default_tools(edit_tool_names(None, "both")))
+    first, second = h.root / "a.txt", h.root / "b.txt"
+    second.write_text("b = 1\n")
+
+    class Silent(MemoryClientFiles):
+        async def write_text(self, session_id: str, path: str, content: str) -> None:
+            if path == str(second):
+                raise ClientFileError("the client went away", answered=False)
+            await super().write_text(session_id, path, content)
+
+    files = Silent({str(second): "b = 1\n"})
+    if first_file == "existing":
+        first.write_text("a = 1\n")
+        files.buffers[str(first)] = "a = 1 # unsaved\n"
+        change = "*** Update File: a.txt\n@@\n-a = 1 # unsaved\n+a = 2\n"
+    else:
+        change = "*** Add File: a.txt\n+a = 2\n"
+    patch = f"*** Begin Patch\n{change}*** Update File: b.txt\n@@\n-b = 1\n+b = 2\n*** End Patch\n"
+    result = await call(h, files, "apply_patch", input=patch)
+    assert "failed" in result and second.read_text() == "b = 1\n"
+    if first_file == "existing":
+        assert "were undone" in result, result
+        assert files.buffers[str(first)] == "a = 1 # unsaved\n", "the buffer got its own text back"
+        assert first.read_text() == "a = 1\n", "the disk was never the change's side"
+    else:
+        assert "check them" in result, result
+        assert not first.exists()

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 
 from term2.app.tools import names
-from term2.app.tools.anchored import open_regular, read_upto, remove_whole, write_whole
+from term2.app.tools.anchored import open_regular, read_upto
 from term2.app.tools.args import ArgumentError, Arguments, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, not_applied, show_change
@@ -41,9 +41,9 @@ from term2.app.tools.edit import (
 from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size
+from term2.app.tools.patch_commit import PlannedChange, commit
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
-from term2.app.tools.through_client import client_write, reader
 from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
@@ -68,18 +68,6 @@ class _Target:
     op: FileOp
     path: str  # canonical
     dest: str | None = None  # canonical `*** Move to:`
-
-
-@dataclass(frozen=True, slots=True)
-class _Change:
-    """One file's part of a planned patch: what it held (on the disk), and what it will hold."""
-
-    path: str
-    new: str | None  # None: removed
-    text: str  # the model's report
-    content: ToolOutput  # the client's
-    line: int | None = None
-    mode: int = 0o644  # a moved file keeps its mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +193,7 @@ def _preview(targets: tuple[_Target, ...], root: str, reviewed: Reviewed) -> tup
     return tuple(change.content for change in changes)
 
 
-def _key(changes: list[_Change]) -> tuple[tuple[str, str | None], ...]:
+def _key(changes: list[PlannedChange]) -> tuple[tuple[str, str | None], ...]:
     return tuple((change.path, change.new) for change in changes)
 
 
@@ -238,7 +226,7 @@ async def _patch(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ct
     reviewed.check(", ".join(dict.fromkeys(change.path for change in changes)), _key(changes))
     priors = await anyio.to_thread.run_sync(partial(_priors, changes, root), abandon_on_cancel=True)
     with anyio.CancelScope(shield=True):  # from the first write on, the patch is made or undone, never half made
-        await _commit(ctx, root, changes, priors)
+        await commit(ctx, root, changes, priors, olds)
     text = "".join(change.text for change in changes)
     locations = tuple(place for c in changes if c.new is not None for place in names.located(c.path, c.line))
     return Outcome(text, tuple(change.content for change in changes), locations=locations or None)
@@ -254,9 +242,9 @@ def _mode(path: str, root: str) -> int:
 
 def _plan(
     targets: tuple[_Target, ...], olds: dict[str, Old], modes: dict[str, int], *, readable: dict[str, bool]
-) -> list[_Change]:
+) -> list[PlannedChange]:
     budget = Budget(TOLERANCE_STEPS)
-    changes: list[_Change] = []
+    changes: list[PlannedChange] = []
     for target in targets:
         op, path = target.op, target.path
         old = olds[path]
@@ -269,7 +257,7 @@ def _plan(
     return changes
 
 
-def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
+def _added(path: str, content: str, old: Old, readable: bool) -> PlannedChange:
     new = styled_like(old if isinstance(old, str) else None, content)
     encoded(path, new)
     if isinstance(old, NotText):
@@ -278,14 +266,14 @@ def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
             if readable
             else _unshown(path, "Wrote")
         )
-        return _Change(path, new, text, TextOutput(text), 1)
+        return PlannedChange(path, new, text, TextOutput(text), 1)
     if old is not None and not readable:
-        return _Change(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
+        return PlannedChange(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
     shown = show_change(path, old, new, "Created" if old is None else "Overwrote", old_readable=True)
-    return _Change(path, new, shown.text, shown.content, 1)
+    return PlannedChange(path, new, shown.text, shown.content, 1)
 
 
-def _deleted(path: str, old: Old, readable: bool) -> _Change:
+def _deleted(path: str, old: Old, readable: bool) -> PlannedChange:
     if old is None:  # whether a file exists is something of what a folder holds
         raise ToolFailed(
             f"there is no file {names.shown(path)} to delete; {WHOLE}"
@@ -294,11 +282,11 @@ def _deleted(path: str, old: Old, readable: bool) -> _Change:
         )
     if isinstance(old, NotText):
         text = f"Deleted {names.shown(path)} ({old})\n" if readable else _unshown(path, "Deleted")
-        return _Change(path, None, text, TextOutput(text))
+        return PlannedChange(path, None, text, TextOutput(text))
     if not readable:
-        return _Change(path, None, _unshown(path, "Deleted"), client_content(path, old, ""))
+        return PlannedChange(path, None, _unshown(path, "Deleted"), client_content(path, old, ""))
     shown = show_change(path, old, "", "Deleted", old_readable=True)
-    return _Change(path, None, shown.text, shown.content)
+    return PlannedChange(path, None, shown.text, shown.content)
 
 
 def _updated(
@@ -309,7 +297,7 @@ def _updated(
     modes: dict[str, int],
     budget: Budget,
     readable: dict[str, bool],
-) -> list[_Change]:
+) -> list[PlannedChange]:
     """One updated (and perhaps moved) file; where the model may not read it, any failure says only that the
     patch did not apply to it, and a success only that it did (ADR 0042)."""
     path, dest = target.path, target.dest
@@ -344,11 +332,11 @@ def _updated(
     ) if hints else ""  # fmt: skip
     if dest is None:
         shown = show_change(path, old, new, "Edited", old_readable=hints)
-        return [_Change(path, new, forgiven + shown.text, shown.content, result.first_line)]
+        return [PlannedChange(path, new, forgiven + shown.text, shown.content, result.first_line)]
     moved = show_change(dest, old, new, f"Moved {names.shown(path)} to", old_readable=hints)
     mode = modes.get(path, 0o644)
-    gone = _Change(path, None, "", client_content(path, old, ""), mode=mode)
-    return [gone, _Change(dest, new, forgiven + moved.text, moved.content, result.first_line, mode)]
+    gone = PlannedChange(path, None, "", client_content(path, old, ""), mode=mode)
+    return [gone, PlannedChange(dest, new, forgiven + moved.text, moved.content, result.first_line, mode)]
 
 
 def _unshown(path: str, verb: str) -> str:
@@ -378,7 +366,7 @@ def _refusal(path: str, op: UpdateFile, refused: Refused) -> str:
     return f"{message}{order}\n{WHOLE}"
 
 
-def _priors(changes: list[_Change], root: str) -> list[bytes | None]:
+def _priors(changes: list[PlannedChange], root: str) -> list[bytes | None]:
     """What each touched file holds on the disk now, to put back if a later write fails."""
     priors: list[bytes | None] = []
     for change in changes:
@@ -395,40 +383,3 @@ def _priors(changes: list[_Change], root: str) -> list[bytes | None]:
             raise ToolFailed(f"{names.shown(change.path)} is too large to change with apply_patch; {WHOLE}")
         priors.append(data)
     return priors
-
-
-async def _commit(ctx: ToolContext, root: str, changes: list[_Change], priors: list[bytes | None]) -> None:
-    """Make every change in order; when one fails, undo those made before it (newest first) and say so."""
-    made: list[int] = []
-    for index, change in enumerate(changes):
-        try:
-            await _make(ctx, root, change)
-        except Exception as err:
-            undone = await _undo(root, changes, priors, made)
-            after = "the changes made before it were undone" if undone else "undoing those before it failed: check them"
-            raise ToolFailed(f"writing {names.shown(change.path)} failed ({err}); {after}") from None
-        made.append(index)
-
-
-async def _make(ctx: ToolContext, root: str, change: _Change) -> None:
-    if change.new is None:
-        await anyio.to_thread.run_sync(partial(remove_whole, change.path, root))
-        return
-    if await client_write(ctx, change.path, root, change.new, buffer_based=reader(ctx, change.path) is not None):
-        return
-    data = encoded(change.path, change.new)
-    await anyio.to_thread.run_sync(partial(write_whole, change.path, root, data, mode=change.mode))
-
-
-async def _undo(root: str, changes: list[_Change], priors: list[bytes | None], made: list[int]) -> bool:
-    whole = True
-    for index in reversed(made):
-        change, prior = changes[index], priors[index]
-        try:
-            if prior is None:
-                await anyio.to_thread.run_sync(partial(remove_whole, change.path, root))
-            else:
-                await anyio.to_thread.run_sync(partial(write_whole, change.path, root, prior, mode=change.mode))
-        except (OSError, ToolFailed):
-            whole = False
-    return whole
