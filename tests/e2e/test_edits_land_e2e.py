@@ -232,3 +232,25 @@ def test_an_edit_grant_never_moves_a_file_the_model_may_not_read_where_it_may(gp
     assert done["status"] == "failed" and not leak.exists() and marker in target.read_text()
     only_call(gpt.turn(sid, {"name": "read_file", "arguments": {"path": str(leak)}}, policy=select("reject")))
     assert not any(marker in json.dumps(r.body) for r in gpt.llm.requests), "nothing of the file reached the model"
+
+
+def test_an_added_file_under_an_edit_grant_says_nothing_of_whether_it_existed(gpt: Agent) -> None:
+    """Red team of issue 30.10: where the model may not read a folder's files, `*** Add File:` tells it the
+    same words whether a file was there or not (write_file already did; a deleted file's absence is hidden
+    too), so an edit grant is no oracle for which files exist."""
+    folder = gpt.outside()
+    (folder / "anchor.txt").write_text("a\n")
+    (folder / "present.txt").write_text("was here\n")
+    sid = gpt.session()
+
+    def add(name: str) -> dict[str, Any]:
+        return call("apply_patch", input=f"*** Begin Patch\n*** Add File: {folder / name}\n+new\n*** End Patch")
+
+    granted = gpt.turn(sid, add("anchor.txt"), policy=select("allow-edit-folder-session"))
+    assert only_call(granted)["status"] == "completed"
+    said = {}
+    for name in ("present.txt", "absent.txt"):
+        done = only_call(gpt.turn(sid, add(name), policy=select("reject")))
+        assert done["status"] == "completed" and (folder / name).read_text() == "new\n"
+        said[name] = told(gpt).replace(name, "NAME")
+    assert said["present.txt"] == said["absent.txt"], said

@@ -277,7 +277,7 @@ def _added(path: str, content: str, old: Old, readable: bool) -> _Change:
             else _unshown(path, "Wrote")
         )
         return _Change(path, new, text, TextOutput(text), 1)
-    if old is not None and not readable:
+    if not readable:  # the same words whether a file was there: its existence is something of its folder
         return _Change(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
     shown = show_change(path, old, new, "Created" if old is None else "Overwrote", old_readable=True)
     return _Change(path, new, shown.text, shown.content, 1)
