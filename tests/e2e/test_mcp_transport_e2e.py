@@ -170,3 +170,23 @@ def test_a_line_past_the_bound_fails_that_server_and_term2_goes_on(agent: Agent,
     assert only_call(messages)["status"] == "completed"
     assert any("echo: still here" in r for r in tool_results(agent.llm.requests[-1].body))
     assert "mcp__raw__lone" not in str(agent.llm.requests[-1].body["tools"])
+
+
+def test_lines_that_are_not_messages_cost_term2s_log_a_bound(agent: Agent, tmp_path: Path) -> None:
+    """Red team of issue 30.7: a server's stderr reaches term2's log (the editor's) 1 MiB at most, but every
+    stdout line that is not JSON-RPC was logged as a warning of its own, about 100 times its size (the
+    parse error's text): 20,000 lines of 2 bytes made 8 MB of log. They are counted against a bound now;
+    the call after them is answered."""
+    raw = {
+        "name": "raw",
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_raw_server"],
+        "env": [{"name": "PYTHONPATH", "value": REPO}],
+    }
+    sid = open_session(agent.proc, agent.root, [raw])
+    before = len(agent.proc.stderr().encode())
+    garbage = {"name": "mcp__raw__lone", "arguments": {"garbage": 20_000, "text": "after"}}
+    messages = agent.turn(sid, garbage, policy=select("allow-once"))
+    assert only_call(messages)["status"] == "completed"
+    logged = len(agent.proc.stderr().encode()) - before
+    assert logged < 2 * 1024 * 1024, f"{logged} bytes of term2's log for 40 KB of garbage"
