@@ -104,8 +104,8 @@ def _end_all(server: int) -> None:
     left either (they reparent here). `server` is unreaped until here, so its group is still ours."""
     try:
         os.killpg(server, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    except OSError:
+        pass  # none left in it (ESRCH), or only processes not ours to signal (EPERM, a setuid one): the loop goes on
     while True:
         _kill_descendants()
         try:
