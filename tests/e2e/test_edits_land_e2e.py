@@ -206,3 +206,51 @@ def test_an_edit_grant_covers_later_patches_which_say_only_whether_they_applied(
     assert target.read_text() == f"token = {marker}\nmode = c\nlevel = 2\n"
     assert not any(marker in json.dumps(r.body) for r in gpt.llm.requests), "nothing of the file reached the model"
     assert all(marker not in text for text in told_back)
+
+
+@pytest.mark.parametrize("where", ["outside", "dotenv"])
+def test_an_edit_grant_never_moves_a_file_the_model_may_not_read_where_it_may(gpt: Agent, where: str) -> None:
+    """Red team of issue 30.10: an edit grant covers the edits of its file, not a read of it. A patch that
+    moves the granted file (`*** Move to:`) to a name inside the workspace would put its text where read_file
+    needs no approval; the move must be asked as the read it is (and refused here), so nothing of the file
+    ever reaches the model."""
+    marker = f"marker-{where}-9b2e-not-for-the-model"
+    target = gpt.outside() / "settings.ini" if where == "outside" else gpt.root / ".env"
+    target.write_text(f"token = {marker}\nmode = a\n")
+    leak = gpt.root / f"leak-{where}.txt"
+    sid = gpt.session()
+    granted = call(
+        "apply_patch", input=f"*** Begin Patch\n*** Update File: {target}\n@@\n-mode = a\n+mode = b\n*** End Patch"
+    )
+    first = gpt.turn(sid, granted, policy=select("allow-edit-file-session"))
+    assert only_call(first)["status"] == "completed"
+    asked = len(gpt.proc.permission_requests)
+    moved = call("apply_patch", input=f"*** Begin Patch\n*** Update File: {target}\n*** Move to: {leak}\n*** End Patch")
+    done = only_call(gpt.turn(sid, moved, policy=select("reject")))
+    assert len(gpt.proc.permission_requests) == asked + 1, "the move is asked as a read of the granted file"
+    assert gpt.proc.permission_requests[-1]["params"]["title"].startswith("Allow reading")
+    assert done["status"] == "failed" and not leak.exists() and marker in target.read_text()
+    only_call(gpt.turn(sid, {"name": "read_file", "arguments": {"path": str(leak)}}, policy=select("reject")))
+    assert not any(marker in json.dumps(r.body) for r in gpt.llm.requests), "nothing of the file reached the model"
+
+
+def test_an_added_file_under_an_edit_grant_says_nothing_of_whether_it_existed(gpt: Agent) -> None:
+    """Red team of issue 30.10: where the model may not read a folder's files, `*** Add File:` tells it the
+    same words whether a file was there or not (write_file already did; a deleted file's absence is hidden
+    too), so an edit grant is no oracle for which files exist."""
+    folder = gpt.outside()
+    (folder / "anchor.txt").write_text("a\n")
+    (folder / "present.txt").write_text("was here\n")
+    sid = gpt.session()
+
+    def add(name: str) -> dict[str, Any]:
+        return call("apply_patch", input=f"*** Begin Patch\n*** Add File: {folder / name}\n+new\n*** End Patch")
+
+    granted = gpt.turn(sid, add("anchor.txt"), policy=select("allow-edit-folder-session"))
+    assert only_call(granted)["status"] == "completed"
+    said = {}
+    for name in ("present.txt", "absent.txt"):
+        done = only_call(gpt.turn(sid, add(name), policy=select("reject")))
+        assert done["status"] == "completed" and (folder / name).read_text() == "new\n"
+        said[name] = told(gpt).replace(name, "NAME")
+    assert said["present.txt"] == said["absent.txt"], said

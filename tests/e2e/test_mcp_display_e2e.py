@@ -95,3 +95,19 @@ def test_the_permission_request_shows_the_arguments_bounded_and_escaped(agent: A
     assert request["toolCall"]["rawInput"]["text"].endswith("tail-end")  # the whole, as before
     first = updates(messages, "tool_call")[0]
     assert texts(first["content"]) == content  # the tool_call that announces it shows them too
+
+
+def test_status_names_each_server_escaped(agent: Agent) -> None:
+    """Red team of issue 30.9: `/status` lists the session's MCP servers by name, as the notices do, escaped:
+    a name holding a line break could forge a line of the answer ("MCP servers: none"), ESC or U+202E
+    redraw or reorder it."""
+    server = raw_server("plain")
+    server["name"] = HOSTILE
+    sid = open_session(agent.proc, agent.root, [server])
+    before = len(agent.proc.log)
+    response = agent.proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "/status"}]})
+    assert response["result"]["stopReason"] == "end_turn"
+    mine = [m for m in agent.proc.log[before:] if m.get("params", {}).get("sessionId") == sid]
+    said = "".join(u["content"]["text"] for u in updates(mine, "agent_message_chunk"))
+    assert "MCP servers: " in said and SHOWN in said, said
+    assert not acts(said, allowed="\n") and said.count("\n") == said.count("\n", 0, said.index("MCP servers")), said

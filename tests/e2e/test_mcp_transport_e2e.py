@@ -15,9 +15,13 @@ processes are gone, and the session's other server still answers.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select as io_select
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +104,52 @@ def test_term2_ending_leaves_no_process_of_a_server(agent: Agent, tmp_path: Path
         proc.kill()
 
 
+GUARD = 120.0  # a hang guard, not a duration: the chain's end is an event (the FIFO's last writer gone)
+
+
+def _chain_read(reader: int) -> bytes:
+    """What the chain wrote, up to its end (b"" once every process holding the FIFO has exited), or a failed
+    assertion after the hang guard."""
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        ready, _, _ = io_select.select([reader], [], [], 1.0)
+        if ready:
+            return os.read(reader, 4096)
+    raise AssertionError("timed out waiting for the fork chain (it outlived its server's session)")
+
+
+def test_a_fork_chain_of_a_server_ends_with_its_session(agent: Agent, tmp_path: Path) -> None:
+    """Red team of issue 30.6: a helper that forks and exits in a loop is never caught by a kill loop that
+    looks in /proc and then signals (each process is gone before the signal, its successor unseen); the
+    old launcher went round until term2 SIGKILLed it and the chain ran on under pid 1. The server's
+    process group is killed at once now (the kernel's group kill is atomic against fork)."""
+    fifo = tmp_path / "chain"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    pgid, ended = 0, False
+    try:
+        args = ["-m", "tests.fakes.mcp_with_chain", str(fifo), *_server_command("sdk", tmp_path)]
+        server = {
+            "name": "chain",
+            "command": sys.executable,
+            "args": args,
+            "env": [{"name": "PYTHONPATH", "value": REPO}],
+        }
+        sid = open_session(agent.proc, agent.root, [server])
+        line = _chain_read(reader)
+        pgid = int(line.split(b"\n")[0])
+        assert pgid > 1
+        assert agent.proc.result("session/close", {"sessionId": sid}) == {}
+        while _chain_read(reader):
+            pass
+        ended = True
+    finally:
+        if pgid > 1 and not ended:  # the chain escaped: its group is still in use, so this reaches only it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        os.close(reader)
+
+
 def test_a_line_past_the_bound_fails_that_server_and_term2_goes_on(agent: Agent, tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     raw = {
@@ -120,3 +170,23 @@ def test_a_line_past_the_bound_fails_that_server_and_term2_goes_on(agent: Agent,
     assert only_call(messages)["status"] == "completed"
     assert any("echo: still here" in r for r in tool_results(agent.llm.requests[-1].body))
     assert "mcp__raw__lone" not in str(agent.llm.requests[-1].body["tools"])
+
+
+def test_lines_that_are_not_messages_cost_term2s_log_a_bound(agent: Agent, tmp_path: Path) -> None:
+    """Red team of issue 30.7: a server's stderr reaches term2's log (the editor's) 1 MiB at most, but every
+    stdout line that is not JSON-RPC was logged as a warning of its own, about 100 times its size (the
+    parse error's text): 20,000 lines of 2 bytes made 8 MB of log. They are counted against a bound now;
+    the call after them is answered."""
+    raw = {
+        "name": "raw",
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_raw_server"],
+        "env": [{"name": "PYTHONPATH", "value": REPO}],
+    }
+    sid = open_session(agent.proc, agent.root, [raw])
+    before = len(agent.proc.stderr().encode())
+    garbage = {"name": "mcp__raw__lone", "arguments": {"garbage": 20_000, "text": "after"}}
+    messages = agent.turn(sid, garbage, policy=select("allow-once"))
+    assert only_call(messages)["status"] == "completed"
+    logged = len(agent.proc.stderr().encode()) - before
+    assert logged < 2 * 1024 * 1024, f"{logged} bytes of term2's log for 40 KB of garbage"

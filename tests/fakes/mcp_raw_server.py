@@ -13,7 +13,8 @@ It also says what a hostile server would: ``RAW_TOOL`` in its environment names 
 (a line break, ESC, U+202E…), and a call whose arguments hold ``error`` is answered with a JSON-RPC
 error carrying that text as its message. A call whose arguments hold ``flood`` (a number of bytes) is
 answered with the start of a message that long and never ended: no newline, and the server then waits
-for ever, so only term2's bound on a line can end it.
+for ever, so only term2's bound on a line can end it. One whose arguments hold ``garbage`` (a number of
+lines) is preceded by that many short lines that are not JSON, then answered as usual.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any] | None:
         arguments = request["params"].get("arguments", {})
         if "flood" in arguments:
             _flood(request_id, int(arguments["flood"]))
+        if "garbage" in arguments:
+            sys.stdout.write("x\n" * int(arguments["garbage"]))
         if "error" in arguments:
             return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": arguments["error"]}}
         text = arguments.get("text", "")

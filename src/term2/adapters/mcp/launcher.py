@@ -12,10 +12,17 @@ left. It ends them all, then itself, when:
 - term2 asks it to stop (SIGTERM, SIGINT or SIGHUP): the server gets SIGTERM and `GRACE_S` to exit;
 - term2 dies, however (SIGKILL included): the kernel sends the launcher SIGTERM (PR_SET_PDEATHSIG),
   and a parent that died before that was set is seen by `getppid`.
-Ending them all is a loop: kill every descendant found in /proc, reap, again, until `waitpid`
-says there are no children. Orphans of the killed reparent here between rounds, so none is missed
-whatever the interleaving. The server gets the launcher's stdin and stdout (the pipes to term2)
-and its stderr; the launcher keeps none of the pipes, so term2 sees their ends as the server's.
+Ending them all starts with one kill of the server's process group (the server leads one of its
+own): the kernel signals a group as one act that no fork in it can outrun, so a helper that forks
+and exits in a loop, faster than any look into /proc, ends there. The server is not reaped before
+that kill, so the group's number cannot have been given to anyone else. What left the group
+(`setsid`, `setpgid`) is then found in a loop: kill every descendant found in /proc, reap, again,
+until `waitpid` says there are no children. Orphans of the killed reparent here between rounds.
+A process that leaves the group and then forks and exits faster than a round can outlast the
+loop (term2 kills the launcher after 7 s; ADR 0040's residual). The server gets the launcher's
+stdin and stdout (the pipes to term2) and its stderr; the launcher keeps none of the pipes, so
+term2 sees their ends as the server's. The server leads its own process group, so it cannot call
+`setsid` itself (EPERM, as for any group leader); a daemon's usual fork before it works.
 
 Exit status: the server's (128+N for a signal), 126 when the launcher could not guard the server
 (not Linux, no prctl), 127 when the command could not be started (the reason on stderr).
@@ -42,8 +49,8 @@ def _prctl(option: int, value: int) -> None:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
 
 
-def _descendants(root: int) -> list[int]:
-    """Every live process below `root`, from /proc (parents first)."""
+def _children() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -55,6 +62,12 @@ def _descendants(root: int) -> list[int]:
             continue
         parent = int(stat.rsplit(b")", 1)[1].split()[1])
         children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root`, from /proc (parents first)."""
+    children = _children()
     found, pending = [], [root]
     while pending:
         for child in children.get(pending.pop(), []):
@@ -86,8 +99,13 @@ def _kill_descendants() -> None:
             os.close(fd)
 
 
-def _end_all() -> None:
-    """Kill and reap until no child is left: then no descendant is left either (they reparent here)."""
+def _end_all(server: int) -> None:
+    """Kill the server's group at once, then kill and reap until no child is left: then no descendant is
+    left either (they reparent here). `server` is unreaped until here, so its group is still ours."""
+    try:
+        os.killpg(server, signal.SIGKILL)
+    except OSError:
+        pass  # none left in it (ESRCH), or only processes not ours to signal (EPERM, a setuid one): the loop goes on
     while True:
         _kill_descendants()
         try:
@@ -98,25 +116,32 @@ def _end_all() -> None:
             continue
 
 
-def _status(raw: int) -> int:
-    code = os.waitstatus_to_exitcode(raw)
-    return code if code >= 0 else 128 - code
+def _exited(server: int) -> int | None:
+    """The server's exit status if it has exited, leaving it unreaped (its process group stays reserved)."""
+    info = os.waitid(os.P_PID, server, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if info is None or info.si_pid == 0:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
 
 
-def _supervise(server: int | None) -> int:
+def _reap_others(server: int) -> None:
+    """Reap the orphans that have exited, never the server."""
+    for child in _children().get(os.getpid(), []):
+        if child != server:
+            try:
+                os.waitpid(child, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def _supervise(server: int) -> int:
     """Wait for the server to exit or a stop to be asked; reap every other child meanwhile."""
     code, deadline = 0, None
-    while server is not None:
-        while server is not None:  # reap whatever has exited: the server, or orphans it left
-            try:
-                pid, raw = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                pid, raw = 0, 0
-            if pid == 0:
-                break
-            if pid == server:
-                server, code = None, _status(raw)
-        if server is None:
+    while True:
+        _reap_others(server)
+        status = _exited(server)
+        if status is not None:
+            code = status
             break
         if deadline is None:
             info: signal.struct_siginfo | None = signal.sigwaitinfo(WATCHED)
@@ -128,7 +153,7 @@ def _supervise(server: int | None) -> int:
             deadline = time.monotonic() + GRACE_S
             os.kill(server, signal.SIGTERM)
             code = 128 + info.si_signo
-    _end_all()
+    _end_all(server)
     return code
 
 
@@ -153,6 +178,7 @@ def main(argv: list[str]) -> int:
             os.environ,
             setsigmask=(),
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, *WATCHED),
+            setpgroup=0,  # a group of its own, killed as one at the end (_end_all)
         )
     except (OSError, ValueError) as err:
         sys.stderr.write(f"term2 MCP launcher: could not start {command[0]!r}: {err}\n")

@@ -50,6 +50,8 @@ from term2.ports.mcp import (
 )
 
 log = structlog.get_logger("term2.mcp")
+MAX_LOGGED_ERRORS = 20  # lines from a server that are not MCP messages, logged; the rest are counted out
+MAX_ERROR_TEXT = 1000  # characters of one such error logged
 
 MAX_TOOL_PAGES = 20  # a server that pages forever is cut off, not followed
 CLIENT_INFO = types.Implementation(name="term2", version="0")
@@ -84,11 +86,20 @@ class SdkMcpClient:
         on_tools_changed: Callable[[], None],
         on_closed: Callable[[str], None],
     ) -> AsyncIterator[SdkConnection]:
+        errors = 0
+
         async def on_message(message: IncomingMessage) -> None:
+            nonlocal errors
             if isinstance(message, types.ToolListChangedNotification):
                 on_tools_changed()
             elif isinstance(message, Exception):
-                log.warning("MCP transport error", server=server.name, error=str(message))
+                # Bounded like the server's stderr (stdio.MAX_LOG): each line that is not a message would
+                # otherwise cost the editor's log ~100 times its size (the parse error's text).
+                errors += 1
+                if errors <= MAX_LOGGED_ERRORS:
+                    log.warning("MCP transport error", server=server.name, error=str(message)[:MAX_ERROR_TEXT])
+                if errors == MAX_LOGGED_ERRORS:
+                    log.warning("MCP server's transport errors are no longer logged", server=server.name)
 
         async with AsyncExitStack() as stack:
             try:

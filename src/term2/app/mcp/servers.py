@@ -113,8 +113,9 @@ class SessionServers:
                 await link.settled.wait()
 
     def states(self) -> tuple[tuple[str, str], ...]:
-        """Each server's name and state as its supervisor last saw it, for `/status` (ADR 0043)."""
-        return tuple((link.spec.name, _state(link)) for link in self._links)
+        """Each server's name and state as its supervisor last saw it, for `/status` (ADR 0043); the name
+        escaped as in the notices (names.escaped), so it cannot forge a line of the answer or redraw it."""
+        return tuple((escaped(link.spec.name), _state(link)) for link in self._links)
 
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of every connected server, in the client's server order, named for the model."""

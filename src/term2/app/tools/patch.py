@@ -132,7 +132,7 @@ class ApplyPatch:
             access=Access.EDIT,
             target=parts[0].target,
             grant_folder=parts[0].grant_folder,
-            locations=tuple(place for part in parts for place in names.located(part.target)),
+            locations=tuple(dict.fromkeys(place for part in parts for place in names.located(part.target))),
             run=runner,
             preview=partial(_preview, targets, root, reviewed),
             parts=parts,
@@ -158,12 +158,16 @@ def _checked(path: str, root: str) -> str:
 
 
 def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]:
-    """One judged file per path, each as an edit (an edit grant covers placing hunks in it, ADR 0042)."""
+    """One judged file per path, each as an edit (an edit grant covers placing hunks in it, ADR 0042).
 
-    def part(path: str, verb: str) -> Invocation:
+    A moved file is judged as a read of its source too: its text lands under the new name, which read_file may
+    read without asking, so moving it discloses it. An edit grant covers edits, not that (ADR 0042's amendment).
+    """
+
+    def part(path: str, verb: str, access: Access = Access.EDIT) -> Invocation:
         return Invocation(
             title=f"{verb} {names.shown(path)}",
-            access=Access.EDIT,
+            access=access,
             target=path,
             grant_folder=os.path.dirname(path),
             locations=names.located(path),
@@ -176,8 +180,9 @@ def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]
         return (part(target.path, "Write"),)
     if isinstance(op, DeleteFile):
         return (part(target.path, "Delete"),)
-    moved = () if target.dest is None else (part(target.dest, "Write"),)
-    return (part(target.path, "Edit"), *moved)
+    if target.dest is None:
+        return (part(target.path, "Edit"),)
+    return (part(target.path, "Edit"), part(target.path, "Read", Access.READ), part(target.dest, "Write"))
 
 
 def _preview(targets: tuple[_Target, ...], root: str, reviewed: Reviewed) -> tuple[ToolOutput, ...]:
@@ -267,7 +272,7 @@ def _added(path: str, content: str, old: Old, readable: bool) -> PlannedChange:
             else _unshown(path, "Wrote")
         )
         return PlannedChange(path, new, text, TextOutput(text), 1)
-    if old is not None and not readable:
+    if not readable:  # the same words whether a file was there: its existence is something of its folder
         return PlannedChange(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
     shown = show_change(path, old, new, "Created" if old is None else "Overwrote", old_readable=True)
     return PlannedChange(path, new, shown.text, shown.content, 1)
