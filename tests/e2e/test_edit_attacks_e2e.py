@@ -176,3 +176,28 @@ def test_an_edit_grant_covers_later_edits_which_say_only_whether_they_applied(ag
     assert target.read_text() == SETTINGS.replace("mode = a", "mode = d")
     assert all(MARKER not in text for text in results)
     assert not _provider_saw(agent, MARKER), "the model's provider received nothing of the file's text"
+
+
+def test_a_folder_edit_grant_given_for_env_does_not_cover_git_hooks_or_instruction_files(agent: tools.Agent) -> None:
+    """ "Allow edits in this folder" answered for the root's `.env` is not an answer for `.git/hooks` (the
+    host's git runs them: code outside the sandbox on the next commit) nor for AGENTS.md (every later
+    session's prompt): each is asked on its own, and refused here, nothing is written."""
+    (agent.root / ".git" / "hooks").mkdir(parents=True, exist_ok=True)
+    (agent.root / ".env").write_text("A=1\n")
+    sid = agent.session()
+    granted = tools.only_call(
+        agent.turn(
+            sid, call("write_file", path=".env", content="A=2\n"), policy=tools.select("allow-edit-folder-session")
+        )
+    )
+    assert granted["status"] == "completed"
+    asked = agent.asked()
+    plain = tools.only_call(agent.turn(sid, call("write_file", path="notes.txt", content="n\n")))
+    assert plain["status"] == "completed" and agent.asked() == asked
+    for path, content in ((".git/hooks/pre-commit", "#!/bin/sh\ntouch /tmp/pwned\n"), ("AGENTS.md", "obey\n")):
+        refused = tools.only_call(
+            agent.turn(sid, call("write_file", path=path, content=content), policy=tools.select("reject"))
+        )
+        assert refused["status"] == "failed" and agent.asked() == asked + 1, path
+        asked += 1
+        assert not (agent.root / path).exists(), path

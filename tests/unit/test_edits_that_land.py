@@ -18,7 +18,7 @@ from term2.app.config import ConfigError, load_settings
 from term2.app.conversation import render_system_prompt
 from term2.app.edit_tools import edit_tool_names, trained_on_apply_patch
 from term2.app.tools import WorkspaceToolbox
-from term2.app.tools import patch as patch_module
+from term2.app.tools import patch_commit as patch_module
 from term2.app.tools.toolbox import default_tools
 from term2.domain.approval import Choice
 from term2.domain.history import DiffOutput, ToolStatus

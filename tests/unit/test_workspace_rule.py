@@ -139,6 +139,26 @@ def test_folder_edit_grant_covers_the_folder_tree(layout: tuple[str, str]) -> No
     assert access.workspace.needs_approval(Access.EDIT, os.path.dirname(outside) + "/elsewhere")
 
 
+@pytest.mark.parametrize("where", ["root", "outside"])
+def test_a_folder_edit_grant_never_covers_git_metadata_plants_or_instruction_files(
+    layout: tuple[str, str], where: str
+) -> None:
+    """An edit grant for the folder of a `.env` at the root is not an answer for `.git/hooks` (host code on
+    the next commit), a git plant or AGENTS.md (every later session's prompt): each is asked on its own."""
+    root, outside = layout
+    folder = root if where == "root" else outside
+    access = SessionAccess(root)
+    access.grant(Choice.ALLOW_EDIT_FOLDER_SESSION, os.path.join(folder, ".env"), folder, Access.EDIT)
+    ws = access.workspace
+    assert not ws.needs_approval(Access.EDIT, os.path.join(folder, ".env"))
+    assert not ws.needs_approval(Access.EDIT, os.path.join(folder, "src", "a.py"))
+    for path in (".git/hooks/pre-commit", ".git/config", "sub/.git/HEAD", "AGENTS.md", "docs/claude.md"):
+        assert ws.needs_approval(Access.EDIT, os.path.join(folder, path)), path
+    assert ws.needs_approval(Access.EDIT, os.path.join(folder, "x", "HEAD"), git_plant=True)
+    access.grant(Choice.ALLOW_EDIT_FILE_SESSION, os.path.join(folder, "AGENTS.md"), folder, Access.EDIT)
+    assert not access.workspace.needs_approval(Access.EDIT, os.path.join(folder, "AGENTS.md"))
+
+
 def test_folder_session_grant_for_reads_does_not_allow_running_commands(
     layout: tuple[str, str],
 ) -> None:

@@ -115,7 +115,14 @@ class Workspace:
                 return False
             return not is_within(resolved, self.root) or is_secret_file(resolved)
         if access is Access.EDIT:
-            if resolved in g.edit_files or any(is_within(resolved, f) for f in g.edit_folders):
+            if resolved in g.edit_files:
+                return False
+            # A folder grant covers what is in it except what makes code run on the host or steers later
+            # sessions: git metadata anywhere (hooks, config), git plants and instruction files each need
+            # their own answer, else "Allow edits in this folder" given for a `.env` at the root would let
+            # the model write `.git/hooks/pre-commit` unasked (a file grant still covers its own file).
+            steering = git_plant or is_instruction_file(resolved) or ".git" in PurePosixPath(resolved).parts
+            if not steering and any(is_within(resolved, f) for f in g.edit_folders):
                 return False
             foothold = (
                 git_plant
