@@ -254,3 +254,43 @@ def test_without_a_model_sessions_open_with_only_the_mode_picker(
     ]
     result = _run(1, "2.4.0", tmp_path, "none", env, workspace, steps)
     assert [o["id"] for o in _step(result, 1)["configOptions"]] == ["mode"]  # the mode needs no model (ADR 0044)
+
+
+def test_a_model_chosen_while_a_turn_runs_serves_that_turns_next_request(
+    tmp_path: Path, workspace: Path, fake_llm: FakeLLMServer
+) -> None:
+    """Issue 28: "a choice applies from the session's next model request". The editor switches the model
+    while term2 waits for its answer to a command's question (the choice sent before the answer, as a user
+    picks a model and then clicks Allow): the same turn's next request goes to the new model, on its own
+    wire, with the tool call and its result carried over."""
+    from tests.support.acp_process import AcpProcess, Message
+
+    env = {k: v for k, v in _env(tmp_path, fake_llm).items() if k.startswith(("TERM2_", "OPENAI_", "ANTHROPIC_"))}
+    fake_llm.push(
+        {"tool_calls": [{"name": "run_shell", "arguments": {"command": "echo switched"}}]},
+        {"text": "done"},
+    )
+    sessions: list[str] = []
+
+    def switch_then_allow(params: Message) -> Message:
+        change = {"sessionId": sessions[0], "configId": "model", "value": ANTHROPIC}
+        proc.request("session/set_config_option", change)  # on stdin before the answer below
+        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+
+    proc = AcpProcess(tmp_path, env=env, permission=switch_then_allow)
+    try:
+        proc.initialize(1)
+        sessions.append(proc.new_session(workspace))
+        prompt = {"sessionId": sessions[0], "prompt": [{"type": "text", "text": "run it"}]}
+        assert proc.result("session/prompt", prompt, timeout=180)["stopReason"] == "end_turn"
+        answered = [m for m in proc.log if "result" in m and "configOptions" in m["result"]]
+        assert answered and _current(answered[0]["result"]["configOptions"], "model") == ANTHROPIC
+        served = [(r.protocol, r.model) for r in fake_llm.requests]
+        assert served == [("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5")], served
+        kinds = [b.get("type") for m in fake_llm.requests[1].body["messages"] if isinstance(m["content"], list)
+                 for b in m["content"]]  # fmt: skip
+        assert "tool_use" in kinds and "tool_result" in kinds
+        proc.close()
+        proc.validate_schemas()
+    finally:
+        proc.kill()

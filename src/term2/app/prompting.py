@@ -33,7 +33,7 @@ from term2.app.conversation import model_transcript, system_prompt
 from term2.app.mcp.servers import McpSessions, SessionServers
 from term2.app.mcp.toolbox import session_toolbox
 from term2.app.metering import Meter
-from term2.app.session_models import ModelSetup, SessionModels
+from term2.app.session_models import FollowingModel, ModelSetup, SessionModels
 from term2.app.sessions import OpenSession, SessionRegistry
 from term2.app.tools.locked_sandbox import LockedSandbox
 from term2.app.tools.paths import canonical_root
@@ -207,7 +207,7 @@ class PromptService:
         if untitled and opened.session.title is not None:  # stored first: a list right after the update has it
             await emit(TitleChanged(opened.session.title, opened.session.updated_at))
         setup = self._models.setup(opened.session)  # after the prompt is recorded: an unusable model fails the turn
-        llm, budget = setup.llm, setup.budget
+        llm, budget = FollowingModel(self._models, opened, setup.llm), setup.budget
         meter.start(entries, setup.prices)  # again, now with the prices: costs too
         instructions = await opened.instructions.read()
         tools = setup.toolbox.specs()  # the system prompt names the built-in tools; MCP tools describe themselves

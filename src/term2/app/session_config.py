@@ -17,7 +17,7 @@ mode applies from the next tool call: the gate reads it live (ADR 0044).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from term2.app.config import Settings
 from term2.app.first_run import KEY_ENV
@@ -176,9 +176,15 @@ class SessionConfig:
         wanted = self._chosen(current, config_id, value)
         self._models.resolve(wanted)  # refuses a model that cannot be used, before anything changes
         if wanted != current or opened.session.model is None:
-            chosen = opened.session.with_model(wanted.model, wanted.effort)
-            await self._store.save(chosen)
+            # Live before the first await, like a mode: a running turn's next model request goes to the new
+            # model (FollowingModel), in the order the client sent the choice and its other messages.
+            before = opened.session
             opened.session = opened.session.with_model(wanted.model, wanted.effort)
+            try:
+                await self._store.save(opened.session)
+            except BaseException:
+                opened.session = replace(opened.session, model=before.model, effort=before.effort)
+                raise
         return self.selects(opened.session)
 
     async def _choose_mode(self, opened: OpenSession, mode: ApprovalMode) -> None:

@@ -9,17 +9,18 @@ the model of the turn, never the launcher's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
 from term2.app.config import ConfigError, Settings
 from term2.app.model_resolution import ModelResolutionError
+from term2.app.sessions import OpenSession
 from term2.domain.context_budget import ContextBudget
 from term2.domain.errors import InvalidInput, ModelNotConfigured, NotAuthenticated
 from term2.domain.model_choice import EFFORT_LEVELS, ModelChoice
 from term2.domain.session import Session
 from term2.domain.usage import Prices
-from term2.ports.llm import LLMProvider, ProviderSettings
+from term2.ports.llm import CompletionRequest, LLMEvent, LLMProvider, ProviderSettings
 from term2.ports.tools import Toolbox
 
 
@@ -140,3 +141,30 @@ class SessionModels:
                 await llm.aclose()
             except Exception:  # a provider that failed to close: nothing to keep
                 continue
+
+
+class FollowingModel:
+    """The session's model as it is at each request: a choice made while a turn runs applies from the
+    turn's next model request, not its next turn (issue 28). The turn's tools, budget and prices stay the
+    ones it started with; the next turn takes the new model's. A choice that cannot be used now (it was
+    checked when chosen) leaves the request to the model the turn started with."""
+
+    def __init__(self, models: SessionModels, opened: OpenSession, started: LLMProvider) -> None:
+        self._models = models
+        self._opened = opened
+        self._started = started
+
+    def _current(self) -> LLMProvider:
+        try:
+            return self._models.setup(self._opened.session).llm
+        except (InvalidInput, ConfigError, ModelResolutionError, ModelNotConfigured):
+            return self._started
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
+        return self._current().stream(request)
+
+    async def prepare(self) -> None:
+        await self._current().prepare()
+
+    async def aclose(self) -> None:
+        """Nothing of its own: the providers belong to SessionModels and the root closes them."""
