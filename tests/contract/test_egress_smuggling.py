@@ -120,10 +120,13 @@ async def test_a_chunked_body_that_breaks_the_grammar_is_cut_where_it_breaks(len
     )
     async with _proxy(lenient).session(_grant()) as net:
         await exchange(net, request)
-    [received] = lenient.connections()
+    # At most one connection, with at most what came before the break: the proxy drops it there, and the
+    # server may not even have accepted it (or have read what was in flight) by then.
+    connections = lenient.connections()
+    assert len(connections) <= 1, connections
     sent = b"POST / HTTP/1.1\r\nHost: lenient.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-    # At most what came before the break: the dropped connection may even discard what was in flight.
-    assert (sent + b"5\r\nhello\r\n").startswith(received), received
+    for received in connections:
+        assert (sent + b"5\r\nhello\r\n").startswith(received), received
 
 
 async def test_connect_stays_an_opaque_tunnel(lenient: Lenient) -> None:
