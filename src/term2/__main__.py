@@ -14,9 +14,10 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["acp"] and not any(a in ("--help", "-h") for a in args[1:]):
+        from term2.app.entrypoints.keys import user_env
         from term2.app.entrypoints.launcher import launch_acp
 
-        launch_acp(args[1:], os.environ)
+        launch_acp(args[1:], user_env(os.environ))
         return
     from term2.app.entrypoints.cli import cli
 

@@ -177,13 +177,16 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
     """term2's own data, configuration, logs and folder locks: hidden from commands, never inside a workspace."""
+    from term2.adapters.credentials.file_keys import key_folder
     from term2.adapters.locks import lock_folder
     from term2.adapters.logging_setup import log_dir
 
     config = config_path(env)
     configured = str(config.parent if config.parent.name == "term2" else config)
     # a program that could write the locks could free itself (ADR 0038)
-    return (str(settings.data_dir(env)), configured, str(log_dir(env)), str(lock_folder(env)))
+    own = (str(settings.data_dir(env)), configured, str(log_dir(env)), str(lock_folder(env)))
+    keys = str(key_folder(env))  # the keys `term2 login` stored (ADR 0047), wherever TERM2_CONFIG points
+    return own if keys == configured else (*own, keys)
 
 
 class Container(containers.DeclarativeContainer):

@@ -110,10 +110,10 @@ def _model_checks(settings: Settings, env: Mapping[str, str], offline: bool, say
     if offline:
         say(Check("endpoint", True, f"{host}: not asked (--offline)"))
         return True
-    return anyio.run(_probe, settings, env, host, say)
+    return anyio.run(probe_endpoint, settings, env, host, say)
 
 
-async def _probe(settings: Settings, env: Mapping[str, str], host: str, say: Say) -> bool:
+async def probe_endpoint(settings: Settings, env: Mapping[str, str], host: str, say: Say) -> bool:
     """One request of a few tokens through the adapter a turn uses, bounded by request_timeout."""
     from term2.app.entrypoints.container import build_container
     from term2.domain.transcript import ChatMessage
