@@ -126,10 +126,24 @@ def test_a_key_file_others_can_read_is_not_used(fresh: Fresh) -> None:
     assert not fresh.llm.requests
 
 
+def test_the_key_folder_is_never_a_workspace_wherever_term2_config_points(fresh: Fresh, tmp_path: Path) -> None:
+    """A session in ~/.config would let its commands read the stored keys; TERM2_CONFIG elsewhere must not
+    un-hide the folder the keys are in."""
+    assert fresh.term2("login", "openai", env=base_only(fresh), stdin=KEY + "\n").returncode == 0
+    config = tmp_path / "elsewhere.toml"
+    config.write_text("")
+    before = len(fresh.llm.requests)
+    for folder in (fresh.home / ".config", fresh.home / ".config" / "term2"):
+        ran = fresh.term2("exec", "-C", str(folder), "hi", env=base_only(fresh) | {"TERM2_CONFIG": str(config)})
+        assert ran.returncode == 2, ran.stderr
+        assert "cannot be a workspace" in ran.stderr
+    assert len(fresh.llm.requests) == before
+
+
 class PtyLogin(PtyExec):
     """`term2 login` on a pseudo-terminal, as a person runs it (and as a client's terminal auth method does)."""
 
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path, args: tuple[str, ...] | list[str] = ("login",)) -> None:
         import pty
         import sys
         import threading
@@ -138,7 +152,7 @@ class PtyLogin(PtyExec):
         if pid == 0:
             try:
                 os.chdir(cwd)
-                os.execve(sys.executable, [sys.executable, "-m", "term2", "login"], env)
+                os.execve(sys.executable, [sys.executable, "-m", "term2", *args], env)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, MutableMapping
 
-from term2.app.first_run import DEFAULTS, KEY_ENV
+from term2.app.config import Settings
+from term2.app.first_run import DEFAULTS, KEY_ENV, CredentialsMissing, check_credentials, with_default_model
 from term2.ports.credentials import KeyStore, KeyStoreError
 
 # The providers `term2 login` offers, in DEFAULTS' order: each with the variable its key stands for.
@@ -67,3 +68,26 @@ class KeyRing:
         gone = self._store.remove(KEY_VARIABLES)
         self.refresh()
         return gone
+
+
+class KeyAuthentication:
+    """ACP v1's `authenticate` and `logout` for a process serving `settings`' model (ADR 0047)."""
+
+    def __init__(self, ring: KeyRing, settings: Settings, env: Mapping[str, str]) -> None:
+        self._ring = ring
+        self._settings = settings
+        self._env = env
+
+    def missing(self) -> str | None:
+        self._ring.refresh()  # a key `term2 login` stored since start counts
+        if not self._settings.model and with_default_model(self._settings, self._env).model:
+            # the default model is chosen once, at start, from the keys present then (ADR 0045)
+            return "a key is stored now, but this term2 started without any: restart the agent to use it"
+        try:
+            check_credentials(self._settings, self._env)
+        except CredentialsMissing as exc:
+            return str(exc)
+        return None
+
+    def logout(self) -> None:
+        self._ring.forget()

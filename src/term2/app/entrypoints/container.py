@@ -26,6 +26,7 @@ from dependency_injector import containers, providers
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
+from term2.app.entrypoints.keys import key_store
 from term2.app.entrypoints.lean_imports import import_lean
 from term2.app.first_run import check_credentials
 from term2.app.mcp.servers import McpLimits, McpSessions
@@ -33,6 +34,7 @@ from term2.app.provider_settings import provider_settings
 from term2.app.session_config import SessionConfig
 from term2.app.session_models import ModelParts, SessionModels
 from term2.app.sessions import SessionRegistry, SessionService
+from term2.app.stored_keys import KeyAuthentication, KeyRing
 from term2.domain.context_budget import ContextBudget
 from term2.domain.context_estimate import output_limit
 from term2.domain.model_choice import ModelChoice
@@ -267,6 +269,8 @@ class Application:
         self.config: SessionConfig = container.config()
         self._settings: Settings = container.settings()
         self._turn_part = False
+        env = container.env()  # the one mapping every use case reads: a refresh reaches them all
+        self.auth = KeyAuthentication(KeyRing(env, key_store(env)), self._settings, env)
 
     def prompts(self) -> PromptService:
         """The prompt use case with all a turn needs; the first call imports it (start-up makes
