@@ -175,3 +175,23 @@ def test_a_stored_key_never_reaches_the_log_the_transcript_a_command_or_an_mcp_s
     store = fresh.home / ".local" / "share" / "term2"
     assert all(KEY.encode() not in f.read_bytes() for f in store.rglob("*") if f.is_file())  # the transcript
     assert KEY not in proc.stderr()
+
+
+def test_a_key_stored_after_start_is_redacted_from_the_log_like_one_read_at_start(fresh: Fresh, tmp_path: Path) -> None:
+    """A server whose error quotes the key it was sent: the log file must not keep it, though the key was
+    read from the store only when `authenticate` came, long after logging was set up."""
+    proc = acp(fresh, tmp_path, TERM2_MODEL="openai/fake-model", TERM2_LOG_LEVEL="debug")
+    try:
+        proc.initialize(1)
+        assert fresh.term2("login", "openai", env=base_only(fresh), stdin=KEY + "\n").returncode == 0
+        assert proc.result("authenticate", {"methodId": "api-key"}) == {}
+        sid = proc.new_session(fresh.root)
+        fresh.llm.push({"status": 400, "error_message": f"this request's key {KEY} is not allowed here"})
+        assert "error" in prompt(proc, sid)
+        assert fresh.llm.requests[-1].headers.get("authorization") == f"Bearer {KEY}"  # read from the store
+        assert proc.close() == 0
+    finally:
+        proc.kill()
+    logged = fresh.log_file.read_text()
+    assert "is not allowed here" in logged and KEY not in logged
+    assert KEY not in proc.stderr()

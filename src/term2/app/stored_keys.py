@@ -9,7 +9,7 @@ servers' minimal one, the MCP launcher) inherits a stored key.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 
 from term2.app.config import Settings
 from term2.app.first_run import DEFAULTS, KEY_ENV, CredentialsMissing, check_credentials, with_default_model
@@ -42,9 +42,15 @@ class KeyRing:
     Variables the environment set itself are never touched.
     """
 
-    def __init__(self, env: MutableMapping[str, str], store: KeyStore) -> None:
+    def __init__(
+        self,
+        env: MutableMapping[str, str],
+        store: KeyStore,
+        hide: Callable[[Iterable[str]], None] = lambda keys: None,
+    ) -> None:
         self._env = env
         self._store = store
+        self._hide = hide  # the logs' redaction learns each key read after start
         try:
             stored = store.load()
         except KeyStoreError:
@@ -57,6 +63,7 @@ class KeyRing:
         except KeyStoreError as exc:
             sys.stderr.write(f"term2: stored keys not used: {exc}\n")
             stored = {}
+        self._hide(stored.values())
         for name in KEY_VARIABLES - self._own:
             if stored.get(name):
                 self._env[name] = stored[name]

@@ -270,7 +270,9 @@ class Application:
         self._settings: Settings = container.settings()
         self._turn_part = False
         env = container.env()  # the one mapping every use case reads: a refresh reaches them all
-        self.auth = KeyAuthentication(KeyRing(env, key_store(env)), self._settings, env)
+        from term2.adapters.logging_setup import redact_also
+
+        self.auth = KeyAuthentication(KeyRing(env, key_store(env), redact_also), self._settings, env)
 
     def prompts(self) -> PromptService:
         """The prompt use case with all a turn needs; the first call imports it (start-up makes
