@@ -98,7 +98,8 @@ def exec_(
     \b
     Environment:
       OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...
-                         the provider's key; without --model the first one set picks the model
+                         the provider's key (or one `term2 login` stored; the variable wins);
+                         without --model the first one set picks the model
       TERM2_MODEL        the model, as --model takes it
       TERM2_CONFIG       the config file (default ~/.config/term2/config.toml)
       TERM2_HOME         where sessions are stored (default ~/.local/share/term2)

@@ -82,7 +82,14 @@ def _model_checks(settings: Settings, env: Mapping[str, str], offline: bool, say
     settings = with_default_model(settings, env)
     if not settings.model:
         names = ", ".join(KEY_ENV[p][0] for p, _ in DEFAULTS)
-        say(Check("model", False, "none configured and no key found", f"set one of {names}, or TERM2_MODEL, or run term2 login"))
+        say(
+            Check(
+                "model",
+                False,
+                "none configured and no key found",
+                f"set one of {names}, or TERM2_MODEL, or run term2 login",
+            )
+        )
         return False
     try:
         check_model(settings)
