@@ -52,7 +52,7 @@ METHODS = frozenset({
     "session/resume",
     "session/update",
 })
-V1_ONLY_METHODS = frozenset({"session/delete", "session/set_config_option"})  # v2 connections accept none of them (ADR 0043, 0046)
+V1_ONLY_METHODS = frozenset({"authenticate", "logout", "session/delete", "session/set_config_option"})  # v2 connections accept none of them (ADR 0043, 0046)
 EXTRA_ROOTS = ("Error", "RequestId")  # the JSON-RPC error object and id, method-independent
 # Union members that only exist so receivers keep unknown values ("other": custom or future).
 CATCH_ALL_TITLES = frozenset({"other", "unknown"})

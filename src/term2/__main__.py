@@ -13,14 +13,23 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["acp"] and _ends_in_login(args):
+        # A client's terminal auth method appends its args to the command it starts term2 with (ADR 0047)
+        args = ["login"]
     if args[:1] == ["acp"] and not any(a in ("--help", "-h") for a in args[1:]):
+        from term2.app.entrypoints.keys import user_env
         from term2.app.entrypoints.launcher import launch_acp
 
-        launch_acp(args[1:], os.environ)
+        launch_acp(args[1:], user_env(os.environ))
         return
     from term2.app.entrypoints.cli import cli
 
     cli.main(args=args, prog_name="term2")
+
+
+def _ends_in_login(args: list[str]) -> bool:
+    """`term2 acp [flags] login`: `login` as a word of its own, not the value of --model/--provider/--effort."""
+    return args[-1] == "login" and (len(args) < 3 or args[-2] not in ("--model", "--provider", "--effort"))
 
 
 if __name__ == "__main__":

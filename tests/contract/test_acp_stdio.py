@@ -44,7 +44,8 @@ def test_v1_initialize_advertises_what_is_implemented(acp) -> None:
     assert caps["loadSession"] is True
     assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
     assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
-    assert result["authMethods"] == []
+    assert [m["id"] for m in result["authMethods"]] == ["api-key"]  # the agent method: no auth.terminal (ADR 0047)
+    assert caps["auth"] == {"logout": {}}
     assert result["agentInfo"]["name"] == "term2"
     assert client.close() == 0
     client.validate_schemas()

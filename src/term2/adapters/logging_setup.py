@@ -138,10 +138,24 @@ class Redact:
     def __init__(self, secrets: Iterable[str]) -> None:
         self._secrets = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
+    def add(self, secrets: Iterable[str]) -> None:
+        """More secrets (a key `term2 login` stored after start, ADR 0047); replaced whole, so a reader never
+        sees a half-built list."""
+        self._secrets = sorted({*self._secrets, *(s for s in secrets if len(s) >= MIN_SECRET)}, key=len, reverse=True)
+
     def __call__(self, line: str) -> str:
         for secret in self._secrets:
             line = line.replace(secret, "[redacted]")
         return line
+
+
+_redact: Redact | None = None  # the one configure_logging set up, for redact_also
+
+
+def redact_also(secrets: Iterable[str]) -> None:
+    """Hide `secrets` from every line from now on, on both destinations."""
+    if _redact is not None:
+        _redact.add(secrets)
 
 
 class _FanOut:
@@ -186,7 +200,8 @@ def configure_logging(
     ``env`` None means no file (a command that only prints). ``secrets`` are
     replaced wherever a line would carry them (`Redact`).
     """
-    redact = Redact(secrets)
+    global _redact
+    redact = _redact = Redact(secrets)
     structlog = _import_structlog()
     to_stderr = _number(stderr_level or level_name or DEFAULT_STDERR_LEVEL)
     to_file = _number(level_name or DEFAULT_FILE_LEVEL)

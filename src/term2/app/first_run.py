@@ -98,7 +98,7 @@ def no_model_message() -> str:
     names = key_variables()
     return (
         f"no model configured and no API key: set {names[0]} (or {', '.join(names[1:])}), "
-        "or give --model PROVIDER/MODEL; see term2 doctor"
+        "or run term2 login, or give --model PROVIDER/MODEL; see term2 doctor"
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from term2.app.config import Settings
-from term2.app.first_run import no_model_message
+from term2.app.first_run import KEY_ENV, no_model_message
 from term2.app.model_resolution import resolve_model, resolve_quickly
 from term2.app.wires import route
 from term2.domain.errors import ModelNotConfigured
@@ -28,6 +28,8 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
     api_key = None
     if provider_config is not None and provider_config.api_key_env:
         api_key = env.get(provider_config.api_key_env) or None
+    # litellm would read os.environ, which never holds a key `term2 login` stored: hand it the key (ADR 0047)
+    api_key = api_key or next((env[n] for n in KEY_ENV.get(resolved.provider, ()) if env.get(n)), None)
     configured_wire = provider_config.wire if provider_config else None
     api_base = provider_config.api_base if provider_config else None
     chosen = route(resolved.provider, configured_wire, api_base, api_key, env)

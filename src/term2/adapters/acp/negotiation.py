@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from term2.adapters.acp.auth_methods import auth_methods
 from term2.adapters.acp.envelopes import encode, result_reply, valid_id
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 
@@ -53,8 +54,10 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str], images: bo
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "auth": {"logout": {}},
         },
-        "authMethods": [],
+        # terminal login only for a client that runs one; the agent method otherwise (ADR 0047)
+        "authMethods": auth_methods(params.get("clientCapabilities")),
         "agentInfo": implementation,
     }
     return 1, v1_result

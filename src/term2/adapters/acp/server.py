@@ -35,11 +35,15 @@ SESSION_METHODS = frozenset(
         "session/prompt",
         "session/set_config_option",
         "session/set_mode",
+        "authenticate",
+        "logout",
     }
 )
 V2_ONLY: frozenset[str] = frozenset()
-# v2's page has no pickers, no modes (ADR 0043, 0044) and no delete (ADR 0046)
-V1_ONLY = frozenset({"session/load", "session/set_config_option", "session/set_mode", "session/delete"})
+# v2's page has no pickers, no modes (ADR 0043, 0044), no delete (ADR 0046) and no auth methods (ADR 0047)
+V1_ONLY = frozenset(
+    {"session/load", "session/set_config_option", "session/set_mode", "session/delete", "authenticate", "logout"}
+)
 
 log = structlog.get_logger("term2.acp")
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 
 from term2.adapters.acp import params as p
+from term2.adapters.acp.auth_methods import Authentication, AuthMethods
 from term2.adapters.acp.connection import AfterReply, Handler
 from term2.adapters.acp.errors import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from term2.adapters.acp.mcp_servers import mcp_servers
@@ -81,7 +82,9 @@ class SessionMethods:
         on_session: Callable[[], None] = lambda: None,
         config: SessionConfig | None = None,
         notify: Notify | None = None,
+        auth: Authentication | None = None,
     ) -> None:
+        self._auth = AuthMethods(auth) if auth is not None else None  # v1 `authenticate`, `logout` (ADR 0047)
         self._on_session = on_session
         self._config = config  # the pickers and commands, offered on v1 only (ADR 0043)
         self._notify = notify
@@ -105,6 +108,9 @@ class SessionMethods:
             table["session/delete"] = self.delete
             table["session/set_config_option"] = self.set_config_option
             table["session/set_mode"] = self.set_mode
+            if self._auth is not None:
+                table["authenticate"] = self._auth.authenticate
+                table["logout"] = self._auth.logout
         return table
 
     async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse | AfterReply:

@@ -39,7 +39,7 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
     """
     from term2.app.entrypoints.launcher import launch_acp
 
-    launch_acp(_raw_args(provider, model, effort, ctx.args), os.environ)
+    launch_acp(_raw_args(provider, model, effort, ctx.args), _env())
 
 
 @cli.command(name="exec")
@@ -98,7 +98,8 @@ def exec_(
     \b
     Environment:
       OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, ...
-                         the provider's key; without --model the first one set picks the model
+                         the provider's key (or one `term2 login` stored; the variable wins);
+                         without --model the first one set picks the model
       TERM2_MODEL        the model, as --model takes it
       TERM2_CONFIG       the config file (default ~/.config/term2/config.toml)
       TERM2_HOME         where sessions are stored (default ~/.local/share/term2)
@@ -112,7 +113,7 @@ def exec_(
     if resume and newest:
         raise click.UsageError("--resume and --continue cannot be used together")
     options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode, output)
-    launch_exec(options, os.environ)
+    launch_exec(options, _env())
 
 
 def _raw_args(provider: str | None, model: str | None, effort: str | None, extra: list[str]) -> list[str]:
@@ -125,20 +126,28 @@ def _settings() -> Settings:
     from term2.adapters.logging_setup import configure_logging
     from term2.app.config import ConfigError, load_settings
 
+    env = _env()
     try:
-        settings = load_settings(os.environ)
+        settings = load_settings(env)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
     from term2.app.first_run import key_values
 
-    configure_logging(settings.log_level, secrets=key_values(settings, os.environ))
+    configure_logging(settings.log_level, secrets=key_values(settings, env))
     return settings
+
+
+def _env() -> dict[str, str]:
+    """The environment with the keys `term2 login` stored where it has none; never written back to os.environ."""
+    from term2.app.entrypoints.keys import user_env
+
+    return user_env(os.environ)
 
 
 def _container() -> Container:
     from term2.app.entrypoints.container import build_container
 
-    return build_container(_settings(), os.environ)
+    return build_container(_settings(), _env())
 
 
 @cli.command()
@@ -181,9 +190,53 @@ def doctor(offline: bool) -> None:
     """
     from term2.app.entrypoints.doctor import line_of, run_doctor
 
-    if not run_doctor(os.environ, offline, lambda check: click.echo(line_of(check))):
+    if not run_doctor(_env(), offline, lambda check: click.echo(line_of(check))):
         click.echo("term2 never runs commands unsandboxed, nor without a usable model: fix the above.", err=True)
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("provider", required=False)
+def login(provider: str | None) -> None:
+    """Store a provider's API key for term2, checked first with one small request.
+
+    On a terminal: pick a provider, then paste the key (it is not shown).
+    Without one: PROVIDER is required and the key is stdin's first line
+    (`printenv KEY | term2 login openai`). The key goes to term2's config
+    folder (~/.config/term2/credentials.json, mode 0600); term2 reads it when
+    the provider's variable (OPENAI_API_KEY, ...) is not set: the environment wins.
+    A key the provider refuses is not stored (exit 1).
+    """
+    from term2.app.entrypoints.login import LoginRefused, clean_key, login, pick_provider, providers_text, read_key
+
+    interactive = sys.stdin.isatty()
+    try:
+        if provider is None:
+            if not interactive:
+                raise LoginRefused("without a terminal, name the provider: term2 login PROVIDER < key", status=2)
+            click.echo("Log in to which provider?\n" + providers_text(), err=True)
+            provider = click.prompt("Provider", default="1", err=True)
+        chosen = pick_provider(provider)
+        from term2.app.first_run import KEY_ENV
+
+        key = clean_key(read_key(interactive, f"Paste your {chosen} key ({KEY_ENV[chosen][0]}, not shown): "))
+        login(chosen, key, os.environ, lambda line: click.echo(line, err=True))
+    except LoginRefused as exc:
+        click.echo(f"term2 login: {exc}", err=True)
+        sys.exit(exc.status)
+
+
+@cli.command()
+@click.argument("provider", required=False)
+def logout(provider: str | None) -> None:
+    """Remove the key `term2 login` stored for PROVIDER (default: every stored key)."""
+    from term2.app.entrypoints.login import LoginRefused, logout, pick_provider
+
+    try:
+        logout(pick_provider(provider) if provider else None, os.environ, lambda line: click.echo(line, err=True))
+    except LoginRefused as exc:
+        click.echo(f"term2 logout: {exc}", err=True)
+        sys.exit(exc.status)
 
 
 @cli.command()

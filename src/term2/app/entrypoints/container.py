@@ -26,6 +26,7 @@ from dependency_injector import containers, providers
 from term2.adapters.store.sqlite_store import SqliteSessionStore
 from term2.app.config import Settings, config_path
 from term2.app.entrypoints.catalog import model_catalog
+from term2.app.entrypoints.keys import key_store
 from term2.app.entrypoints.lean_imports import import_lean
 from term2.app.first_run import check_credentials
 from term2.app.mcp.servers import McpLimits, McpSessions
@@ -33,6 +34,7 @@ from term2.app.provider_settings import provider_settings
 from term2.app.session_config import SessionConfig
 from term2.app.session_models import ModelParts, SessionModels
 from term2.app.sessions import SessionRegistry, SessionService
+from term2.app.stored_keys import KeyAuthentication, KeyRing
 from term2.domain.context_budget import ContextBudget
 from term2.domain.context_estimate import output_limit
 from term2.domain.model_choice import ModelChoice
@@ -177,13 +179,16 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
     """term2's own data, configuration, logs and folder locks: hidden from commands, never inside a workspace."""
+    from term2.adapters.credentials.file_keys import key_folder
     from term2.adapters.locks import lock_folder
     from term2.adapters.logging_setup import log_dir
 
     config = config_path(env)
     configured = str(config.parent if config.parent.name == "term2" else config)
     # a program that could write the locks could free itself (ADR 0038)
-    return (str(settings.data_dir(env)), configured, str(log_dir(env)), str(lock_folder(env)))
+    own = (str(settings.data_dir(env)), configured, str(log_dir(env)), str(lock_folder(env)))
+    keys = str(key_folder(env))  # the keys `term2 login` stored (ADR 0047), wherever TERM2_CONFIG points
+    return own if keys == configured else (*own, keys)
 
 
 class Container(containers.DeclarativeContainer):
@@ -264,6 +269,10 @@ class Application:
         self.config: SessionConfig = container.config()
         self._settings: Settings = container.settings()
         self._turn_part = False
+        env = container.env()  # the one mapping every use case reads: a refresh reaches them all
+        from term2.adapters.logging_setup import redact_also
+
+        self.auth = KeyAuthentication(KeyRing(env, key_store(env), redact_also), self._settings, env)
 
     def prompts(self) -> PromptService:
         """The prompt use case with all a turn needs; the first call imports it (start-up makes

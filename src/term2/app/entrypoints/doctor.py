@@ -82,7 +82,14 @@ def _model_checks(settings: Settings, env: Mapping[str, str], offline: bool, say
     settings = with_default_model(settings, env)
     if not settings.model:
         names = ", ".join(KEY_ENV[p][0] for p, _ in DEFAULTS)
-        say(Check("model", False, "none configured and no key found", f"set one of {names}, or TERM2_MODEL"))
+        say(
+            Check(
+                "model",
+                False,
+                "none configured and no key found",
+                f"set one of {names}, or TERM2_MODEL, or run term2 login",
+            )
+        )
         return False
     try:
         check_model(settings)
@@ -110,10 +117,10 @@ def _model_checks(settings: Settings, env: Mapping[str, str], offline: bool, say
     if offline:
         say(Check("endpoint", True, f"{host}: not asked (--offline)"))
         return True
-    return anyio.run(_probe, settings, env, host, say)
+    return anyio.run(probe_endpoint, settings, env, host, say)
 
 
-async def _probe(settings: Settings, env: Mapping[str, str], host: str, say: Say) -> bool:
+async def probe_endpoint(settings: Settings, env: Mapping[str, str], host: str, say: Say) -> bool:
     """One request of a few tokens through the adapter a turn uses, bounded by request_timeout."""
     from term2.app.entrypoints.container import build_container
     from term2.domain.transcript import ChatMessage

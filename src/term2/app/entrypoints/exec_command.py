@@ -242,6 +242,11 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
     secrets = key_values(settings, env)
     configure_logging(settings.log_level, env, stderr_level=stderr_level(settings, options), secrets=secrets)
     log_start("exec", settings, env)
+    from term2.adapters.sandbox.installed import bubblewrap_missing
+
+    missing = bubblewrap_missing()
+    if missing:  # said once at start; the sandbox refuses every command without it
+        sys.stderr.write(missing)
     cwd = os.path.abspath(options.cd) if options.cd else os.getcwd()
     last = options.resume == "last"  # --resume last: the newest session in the folder, as --continue
     request = ExecRequest(

@@ -77,6 +77,12 @@ def _launch(settings: Settings, env: Mapping[str, str]) -> None:
     from term2.adapters.acp.stdio import MAX_LINE_BYTES, guard_stdout
 
     protocol_fd = guard_stdout()
+    from term2.adapters.sandbox.installed import bubblewrap_missing
+
+    missing = bubblewrap_missing()
+    if missing:  # stderr only; commands are refused by the sandbox itself, never run without it
+        sys.stderr.write(missing)
+        sys.stderr.flush()
     if sys.stdin.isatty():  # a person, not an editor: say what this is (a client that speaks is still served)
         sys.stderr.write(ON_A_TERMINAL)
         sys.stderr.flush()

@@ -119,6 +119,7 @@ class _Startup:
             on_session=self._preload,
             config=self._app.config,
             notify=connection.notify,
+            auth=self._app.auth,
         )
 
     async def _turns(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> Turns:

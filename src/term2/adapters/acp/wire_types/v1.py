@@ -90,6 +90,19 @@ AuthMethod: TypeAlias = AuthMethodTerminalVariant | AuthMethodAgent
 AuthMethodId: TypeAlias = str
 
 
+class AuthenticateRequest(TypedDict):
+    """Request parameters for the authenticate method."""
+
+    methodId: AuthMethodId
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class AuthenticateResponse(TypedDict):
+    """Response to the `authenticate` method."""
+
+    _meta: NotRequired[dict[str, Any] | None]
+
+
 class AvailableCommand(TypedDict):
     """Information about a command."""
 
@@ -482,6 +495,18 @@ class LoadSessionResponse(TypedDict):
 
 class LogoutCapabilities(TypedDict):
     """Logout capabilities supported by the agent."""
+
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class LogoutRequest(TypedDict):
+    """Request parameters for the logout method."""
+
+    _meta: NotRequired[dict[str, Any] | None]
+
+
+class LogoutResponse(TypedDict):
+    """Response to the `logout` method."""
 
     _meta: NotRequired[dict[str, Any] | None]
 

@@ -1,0 +1,1 @@
+"""API keys stored by `term2 login` (ADR 0047)."""
