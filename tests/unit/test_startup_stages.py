@@ -84,6 +84,7 @@ class _App:
     def __init__(self, fail: bool = False) -> None:
         self.sessions = _Sessions()
         self.config = None  # no pickers or commands: these tests are about the stages
+        self.auth = None  # nor authentication (ADR 0047)
         self.turn_part = _Prompts()
         self.gate = threading.Event()
         self.fail = fail
