@@ -338,7 +338,7 @@ class FakeLLMState:
             _log_rejection(rec)
             return Admission(decision.rejection)
         if decision.empty_stream:
-            rec.rejection = "context overflow: answered 200 with an empty event stream"
+            rec.rejection = f"{decision.empty_reason}: answered 200 with an empty event stream"
             return Admission(empty_stream=True)
         if head is not None:
             self.replies.popleft()
@@ -540,6 +540,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.finish(rec, "error")
                 self._start_stream(None)
                 self._write(b"")  # the terminating chunk at once: not one event
+                self.close_connection = True  # as llama-cpp-python's server does after a failed stream
                 return
             reply = admission.reply
             self._pause(float(reply.get("delay_first_byte", 0.0)))

@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from term2.app.clock import new_id
+from term2.app.empty_answers import empty_answer_error
 from term2.app.metering import Meter
 from term2.app.transcript import Transcript
 from term2.domain.context_budget import ContextBudget, keep_from, outputs_to_clear, tokens_of
@@ -39,7 +40,15 @@ from term2.domain.transcript import (
     quote_lines,
 )
 from term2.domain.truncation import keep_head
-from term2.ports.llm import CompletionRequest, ContextWindowExceeded, LLMError, LLMProvider, TextDelta, Usage
+from term2.ports.llm import (
+    CompletionRequest,
+    ContextWindowExceeded,
+    IncompleteResponse,
+    LLMError,
+    LLMProvider,
+    TextDelta,
+    Usage,
+)
 from term2.ports.tools import ToolContext
 from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
 
@@ -136,6 +145,7 @@ class Compactor:
         self._budget = budget
         self._ctx = ctx
         self._meter = meter  # a summary is a model request too: its tokens are the session's cost
+        self._announced = False  # whether the running compaction told the client it is in progress
 
     async def before_request(self, transcript: Transcript) -> None:
         """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it).
@@ -153,6 +163,7 @@ class Compactor:
         if window is not None and fixed > window:
             shown = "the system prompt, the tool definitions" if transcript.memory.tools_shown else "the system prompt"
             what = f"{shown} and your prompt alone come"
+            await transcript.withdraw_prompt()  # never sent: the next turn must not carry or summarise it
             raise ContextWindowExceeded(too_long_message(fixed, window, what))
         occupancy = transcript.occupancy()
         if not self._budget.over(occupancy) or not self._sheddable(transcript):
@@ -167,14 +178,11 @@ class Compactor:
         """Whether an empty or cut-short answer to this request most likely means it did not fit the window."""
         return self._budget.near(transcript.occupancy())
 
-    def overflow_error(self, transcript: Transcript) -> ContextWindowExceeded:
-        """The turn's end when the server kept answering a request near its window with nothing."""
+    def empty_answer_error(self, transcript: Transcript, exc: IncompleteResponse) -> LLMError:
+        """The turn's end after an empty answer: an overflow only when the estimate is above the window."""
         tokens, window = transcript.occupancy(), self._budget.window
-        if window is None:
-            return ContextWindowExceeded(
-                "The model answered with an empty response twice; the request may not fit its context window"
-            )
-        return ContextWindowExceeded(too_long_message(tokens, window, "the request comes", empty=True))
+        too_long = too_long_message(tokens, window or 0, "the request comes", empty=True)
+        return empty_answer_error(exc, tokens, window, too_long, near=self._budget.near(tokens))
 
     def _sheddable(self, transcript: Transcript) -> bool:
         protected = self._budget.protected
@@ -187,17 +195,23 @@ class Compactor:
         return await self._drop_oldest(transcript)
 
     async def compact(self, transcript: Transcript, *, forced: bool) -> bool:
+        """Shed what the plan finds; the client hears "in progress" only once something will be compacted
+        (a summary is about to be asked for, or a clearing applied), never for a plan that finds nothing."""
         compaction_id = new_id("compaction")
-        await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+        self._announced = False
         try:
             compaction = await self._plan(transcript, compaction_id, forced)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._ctx.emit(CompactionChanged(compaction_id, "cancelled"))
+            if self._announced:
+                with anyio.CancelScope(shield=True):
+                    await self._ctx.emit(CompactionChanged(compaction_id, "cancelled"))
             raise
         if compaction is None:
-            await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
+            if self._announced:  # a summary was asked for and failed, with nothing else to shed
+                await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
+            log.info("nothing to compact", session_id=self._ctx.session_id)
             return False
+        await self._announce(compaction_id)
         await transcript.compact(compaction)
         after = transcript.occupancy()
         transcript.memory.floor = after if self._budget.over(after) else None
@@ -239,7 +253,13 @@ class Compactor:
             return ContextCompaction(compaction_id, keep_from=after[cut].message_id, cleared=cleared)
         return ContextCompaction(compaction_id, summary=summary, keep_from=after[cut].message_id, cleared=cleared)
 
+    async def _announce(self, compaction_id: str) -> None:
+        if not self._announced:
+            self._announced = True
+            await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+
     async def _summarise(self, older: list[ModelMessage], compaction_id: str) -> str | None:
+        await self._announce(compaction_id)
         usable = self._budget.usable
         limit = UNKNOWN_WINDOW_SUMMARY_INPUT if usable is None else int(usable * 0.6) * 4
         text = summary_input(older, limit, new_nonce())

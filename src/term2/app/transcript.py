@@ -105,6 +105,11 @@ class Transcript:
         await self._record(item if stored is None else ModelMessage(item.message_id, stored))
         return item
 
+    async def withdraw_prompt(self) -> None:
+        """Take the newest message back out of what the model is shown, when it is the turn's unsent prompt."""
+        if self.messages and self.messages[-1].message.role == "user":
+            await self.compact(ContextCompaction(new_id("compaction"), withdrawn=(self.messages[-1].message_id,)))
+
     def request(self) -> CompletionRequest:
         messages = newest_images((self.system, *(m.message for m in self.messages)))
         return CompletionRequest(messages, self.tools, max_tokens=self._max_tokens, cache_key=self._cache_key)

@@ -211,9 +211,10 @@ class IncompleteResponse(LLMError):
 
     kind = "incomplete"
 
-    def __init__(self, message: str, *, empty: bool) -> None:
+    def __init__(self, message: str, *, empty: bool, tool_choice: str | None = None) -> None:
         super().__init__(message)
         self.empty = empty
+        self.tool_choice = tool_choice  # what the request asked for, when it asked: a known cause of empty answers
 
 
 class LLMProvider(Protocol):

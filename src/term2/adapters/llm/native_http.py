@@ -128,10 +128,12 @@ async def stream_events(
             await drain(events)
     if not state.whole:
         if not seen:
+            choice = body.get("tool_choice")
             raise IncompleteResponse(
-                f"Provider error from {model}: the response was empty (some servers answer a prompt too long for "
-                "their context this way: declare the model's context_window in config.toml)",
+                f"Provider error from {model}: the server sent an empty answer. It may have failed (check its log), "
+                "or the prompt may be too long for its context (declare the model's context_window in config.toml)",
                 empty=True,
+                tool_choice=choice if isinstance(choice, str) else None,
             )
         raise IncompleteResponse(
             f"Provider error from {model}: the stream ended before the response was complete", empty=False
