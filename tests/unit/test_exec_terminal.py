@@ -99,7 +99,7 @@ def test_a_plan_is_a_checklist() -> None:
 
 
 def test_the_summary_says_how_the_turn_ended_what_it_cost_and_the_context() -> None:
-    line = drawing.summary("end_turn", SPENT, (2500, 10000)).plain
+    line = drawing.summary("end_turn", SPENT, (2500, 10000, False)).plain
     assert line == "── end turn · 1,200 in (200 cached) · 34 out · $0.0123 (session $0.0500) · context 25% of 10,000"
     assert drawing.summary("cancelled", None, None).plain == "── cancelled"
 
@@ -212,6 +212,7 @@ async def test_json_lines_wrap_each_rendered_update_and_end_with_the_result() ->
             "cachedWriteTokens": 0,
             "cost": {"turn": 0.0123, "session": 0.05, "currency": "USD"},
         },
+        "usageReported": True,
         "error": "boom",
     }
     assert err.getvalue() == "term2: cancelling\n"
