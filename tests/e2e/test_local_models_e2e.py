@@ -97,6 +97,10 @@ def turn(client: AcpProcess, sid: str, text: str) -> list[Message]:
     return messages
 
 
+def said_v1(log: list[Message]) -> str:
+    return text_of(updates(log, "agent_message_chunk"))
+
+
 def said(messages: list[Message]) -> str:
     return text_of(updates(messages, "agent_message_chunk"))
 
@@ -364,3 +368,45 @@ def test_chatml_function_calling_without_tool_choice_hides_the_tools(tmp_path: P
             assert idle_update(messages)["stopReason"] == "end_turn"
             assert updates(messages, "tool_call") == []  # the model never saw a tool to call
         assert "tool_choice" not in chat_requests(llm)[0].body
+
+
+# --------------------------------------------------------------------------- whole answers (stream = false)
+
+
+def test_stream_false_gets_tool_calls_text_and_usage_from_a_server_that_cannot_stream_them(tmp_path: Path) -> None:
+    """Issue 33, item 2: llama-cpp-python's chatml-function-calling answers "auto" with real tool calls only
+    when not streamed. With `stream = false` term2 sends whole-answer requests and turns each answer into
+    the same events: the tool call runs, and the usage the whole answer carries is reported (not estimated)."""
+    root = make_workspace(tmp_path)
+    config(tmp_path, BIG, tool_choice="auto", stream=False)
+    with serve("llama_cpp", tool_format="chatml-function-calling") as llm:
+        llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}, {"text": "ignored"})
+        with agent(tmp_path, llm, version=1) as client:
+            sid = client.new_session(root)
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "Read the README."}]}
+            result = client.result("session/prompt", prompt, timeout=FIRST_TURN_TIMEOUT)
+            assert result["stopReason"] == "end_turn", client.stderr()[-3000:]
+            calls = [u for u in updates(client.log, "tool_call_update") if u.get("status") == "completed"]
+            assert calls, updates(client.log, "tool_call")
+            assert result["usage"]["inputTokens"] > 0 and result["_meta"]["term2"]["turn"]["reported"] is True
+            usage = updates(client.log, "usage_update")
+            assert usage[0]["_meta"]["term2"]["usage"] == "reported", usage  # the tool call's answer was counted
+            # "auto" answering text: this chat format's grammar allows only an empty message (measured)
+            assert said_v1(client.log) == ""
+        requests = chat_requests(llm)
+        assert [r.status for r in requests] == ["completed", "completed"], [r.rejection for r in requests]
+        assert all(r.body["stream"] is False and "stream_options" not in r.body for r in requests)
+
+
+def test_stream_false_text_answers_are_shown(tmp_path: Path, mode: str) -> None:
+    root = make_workspace(tmp_path)
+    config(tmp_path, BIG, stream=False)
+    with serve(mode) as llm:
+        llm.push({"text": "A whole answer."})
+        with agent(tmp_path, llm) as client:
+            messages = turn(client, client.new_session(root), "hi")
+            assert idle_update(messages)["stopReason"] == "end_turn", client.stderr()[-3000:]
+            assert said(messages) == "A whole answer."
+            assert idle_update(messages)["usage"]["inputTokens"] > 0
+        [request] = chat_requests(llm)
+        assert request.body["stream"] is False

@@ -24,7 +24,7 @@ import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
 from term2.adapters.llm.mended_events import StreamMender
-from term2.adapters.llm.sse import SSEDecoder, SSEEvent, event_json
+from term2.adapters.llm.sse import WHOLE_EVENT, SSEDecoder, SSEEvent, event_json
 from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
 
 __all__ = ["SSEClient", "WireStream", "event_json", "stream_events", "timeout_for", "tls_for", "wire_model"]
@@ -33,6 +33,7 @@ log = structlog.get_logger("term2.llm")
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
+_MAX_WHOLE_BODY = 64 * 1024 * 1024  # a non-streamed answer (`stream = false`), read whole
 _CLOSE_GRACE_S = 5.0
 _DRAIN_S = 1.0
 
@@ -204,6 +205,10 @@ class SSEClient:
                     body=raw.decode("utf-8", "replace"),
                 )
                 raise error_from_response(response.status_code, response.headers, raw, self._model)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # A whole answer (a request sent with "stream": false): one event, that the wire folds at once.
+                yield SSEEvent(WHOLE_EVENT, (await self._whole_body(response)).decode("utf-8", "replace"))
+                return
             decoder = SSEDecoder()
             async for chunk in response.aiter_bytes():
                 for event in decoder.feed(chunk):
@@ -217,6 +222,15 @@ class SSEClient:
             # before the socket is closed, and the provider would keep generating.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE_S):
                 await response.aclose()
+
+    async def _whole_body(self, response: httpx.Response) -> bytes:
+        """A non-streamed answer, bounded: a server that sends more than any answer holds is an error."""
+        out = bytearray()
+        async for chunk in response.aiter_bytes():
+            out += chunk
+            if len(out) > _MAX_WHOLE_BODY:
+                raise LLMError(f"Provider error from {self._model}: an answer over {_MAX_WHOLE_BODY:,} bytes")
+        return bytes(out)
 
     @staticmethod
     async def _error_body(response: httpx.Response) -> bytes:

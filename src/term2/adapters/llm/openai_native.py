@@ -48,7 +48,11 @@ class OpenAIChatProvider:
         return self._settings
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        streamed = self._settings.request_options.stream
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if streamed else "application/json",
+        }
         if self._settings.api_key:
             headers["authorization"] = f"Bearer {self._settings.api_key}"
         return headers
