@@ -70,7 +70,9 @@ __all__ = [
     "SSE_HEADERS",
     "LlamaEmitter",
     "LlamaSettings",
+    "is_count_request",
     "llama_admit",
+    "llama_tokenize",
     "prompt_tokens",
     "tools_shown",
 ]
@@ -405,3 +407,20 @@ class LlamaEmitter:
 def stats_for(body: dict[str, Any], settings: LlamaSettings) -> PromptStats:
     tokens = prompt_tokens(body, settings)
     return PromptStats(chars=tokens * 4, tokens=tokens)
+
+
+def llama_tokenize(body: Any) -> dict[str, Any]:
+    """llama-cpp-python's `POST /extras/tokenize` (`{"input": str}` → `{"tokens": [int, ...]}`), with the fake's
+    tokenizer (4 characters a token); a body without `input` is its pydantic 500, as on the chat route."""
+    text = body.get("input") if isinstance(body, dict) else None
+    if not isinstance(text, str):
+        return {
+            "error": {"message": "1 validation error", "type": "internal_server_error", "param": None, "code": None}
+        }
+    return {"tokens": list(range(tokens_of(len(text))))}
+
+
+def is_count_request(body: Any) -> bool:
+    """A one-token whole-answer request: how term2 asks a server that streams no usage for its count.
+    The server answers it like any other; the fake only keeps the tests' scripted replies for the turns."""
+    return isinstance(body, dict) and body.get("stream") is False and body.get("max_tokens") == 1

@@ -46,6 +46,7 @@ from term2.ports.llm import (
     IncompleteResponse,
     LLMError,
     LLMProvider,
+    PromptCounter,
     TextDelta,
     Usage,
 )
@@ -140,8 +141,16 @@ def _bound(text: str, limit: int, nonce: str) -> str:
 class Compactor:
     """One turn's context keeper: it reads the budget, and reaches the client through the turn's context."""
 
-    def __init__(self, llm: LLMProvider, budget: ContextBudget, ctx: ToolContext, meter: Meter | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLMProvider,
+        budget: ContextBudget,
+        ctx: ToolContext,
+        meter: Meter | None = None,
+        counter: PromptCounter | None = None,
+    ) -> None:
         self._llm = llm
+        self._counter = counter  # asks a server that reports no usage for its count (issue 33)
         self._budget = budget
         self._ctx = ctx
         self._meter = meter  # a summary is a model request too: its tokens are the session's cost
@@ -166,6 +175,8 @@ class Compactor:
             await transcript.withdraw_prompt()  # never sent: the next turn must not carry or summarise it
             raise ContextWindowExceeded(too_long_message(fixed, window, what))
         occupancy = transcript.occupancy()
+        if self._budget.over(occupancy) and not transcript.reported and await self._ask_count(transcript):
+            occupancy = transcript.occupancy()  # an estimate over the trigger is checked before it costs a summary
         if not self._budget.over(occupancy) or not self._sheddable(transcript):
             return
         floor = transcript.memory.floor
@@ -302,9 +313,27 @@ class Compactor:
         return True
 
     async def after_response(self, transcript: Transcript) -> None:
-        """After each answer: learn what an uncounted one proves about the estimate, then report the occupancy."""
+        """After each answer: learn what an uncounted one proves about the estimate, then report the occupancy.
+
+        The first uncounted answer of a session also asks the server for its count, so the estimate is
+        the server's from the first turn on, not only once it passes the window."""
         transcript.served_uncounted(self._budget.window)
+        if not transcript.reported and not transcript.memory.calibrated:
+            await self._ask_count(transcript)
         await self.report_usage(transcript)
+
+    async def _ask_count(self, transcript: Transcript) -> bool:
+        """Ask the server for its count of the transcript now, occasionally; True when it taught something."""
+        estimate = transcript.occupancy()
+        if self._counter is None or not transcript.memory.probe_due(estimate, self._budget.regrowth):
+            return False
+        transcript.memory.probed_at = estimate
+        count = await self._counter.count_prompt(transcript.request())
+        log.info("asked the server for a count", session_id=self._ctx.session_id, estimate=estimate, count=count)
+        if count is None:
+            return False
+        transcript.calibrate(count)
+        return True
 
     async def report_usage(self, transcript: Transcript) -> None:
         """The context's occupancy against the window, with the session's cost: after each request and compaction."""

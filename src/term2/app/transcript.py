@@ -30,7 +30,7 @@ from term2.domain.transcript import (
     estimate_tokens,
     newest_images,
 )
-from term2.ports.llm import CompletionRequest, ToolSpec
+from term2.ports.llm import CompletionRequest, PromptCount, ToolSpec
 
 Record = Callable[[HistoryEntry], Awaitable[None]]
 
@@ -120,6 +120,14 @@ class Transcript:
         self.memory.learn(tokens, self._system_raw + tokens_of(self.messages[:covered]), self._tools_raw)
         if 0 < covered <= len(self.messages):
             self.memory.count = (tokens, self.messages[covered - 1].message_id)
+
+    def calibrate(self, count: PromptCount) -> None:
+        """What a count asked of a server that reports none teaches (`PromptCount`)."""
+        if count.whole:
+            self.counted(count.tokens, len(self.messages))
+            return
+        text = "\n".join([self.system.content, *(m.message.content for m in self.messages)])
+        self.memory.learn_text(count.tokens, estimate_tokens(text))
 
     def occupancy(self) -> int:
         if self._counted is not None:

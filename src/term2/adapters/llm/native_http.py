@@ -223,6 +223,16 @@ class SSEClient:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE_S):
                 await response.aclose()
 
+    async def whole(self, url: str, headers: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` for a JSON answer (not a stream); the port's errors as for `events`."""
+        async with aclosing(self.events(url, headers, body)) as events:
+            async for event in events:
+                if event.event == WHOLE_EVENT:
+                    payload = event_json(event.data, self._model)
+                    if isinstance(payload, dict):
+                        return payload
+        raise LLMError(f"Provider error from {self._model}: {url} did not answer with JSON")
+
     async def _whole_body(self, response: httpx.Response) -> bytes:
         """A non-streamed answer, bounded: a server that sends more than any answer holds is an error."""
         out = bytearray()
