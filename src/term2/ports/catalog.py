@@ -52,8 +52,8 @@ class RequestOptions:
 
     tool_choice: str | None = None
     stream_usage: bool = True
-    stream: bool = True
     extra_body: tuple[tuple[str, object], ...] = ()  # a tuple, so the value stays hashable and frozen
+    stream: bool = True
 
 
 class ModelCatalog(Protocol):
