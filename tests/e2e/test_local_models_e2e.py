@@ -346,17 +346,19 @@ def test_turn_timeout_ends_a_turn_that_streams_too_long(tmp_path: Path, mode: st
 # --------------------------------------------------------------------------- tools on llama-cpp-python
 
 
-@pytest.mark.parametrize("choice", ["auto", "required"])
+@pytest.mark.parametrize(("choice", "fill"), [("auto", None), ("required", None), ("auto", 0.6)])
 def test_an_empty_answer_to_a_request_that_fits_is_reported_as_one_naming_tool_choice(
-    tmp_path: Path, choice: str
+    tmp_path: Path, choice: str, fill: float | None
 ) -> None:
     """Issue 33: llama-cpp-python raises inside its stream ("Automatic streaming tool choice is not
     supported", or the assert on "required"), so the answer is a 200 with an empty body. The request fits
     the window by term2's estimate: the error says the server sent an empty answer, names tool_choice and
     the chat format, shows no compaction and never the overflow wording; the prompt is sent once."""
     root = make_workspace(tmp_path)
-    config(tmp_path, 8192 * 4, tool_choice=choice)
-    with serve("llama_cpp", n_ctx=8192 * 4, tool_format="chatml-function-calling") as llm:
+    # `fill`: the issue's own numbers, the estimate past half the window (4,971 of 8,192) but under it
+    window = 8192 * 4 if fill is None else int(fixed_tokens(root) / fill)
+    config(tmp_path, window, tool_choice=choice)
+    with serve("llama_cpp", n_ctx=window, tool_format="chatml-function-calling") as llm:
         llm.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]})
         with agent(tmp_path, llm) as client:
             messages = turn(client, client.new_session(root), "Read the README.")
@@ -364,7 +366,7 @@ def test_an_empty_answer_to_a_request_that_fits_is_reported_as_one_naming_tool_c
             text = said(messages)
             assert compactions(messages) == [], compactions(messages)
         assert "The server sent an empty answer to a request of about " in text, text
-        assert f"of its {8192 * 4:,} tokens" in text and "its log" in text, text
+        assert f"of its {window:,} tokens" in text and "its log" in text, text
         assert f'tool_choice "{choice}"' in text and "chatml-function-calling" in text, text
         assert "context window" not in text and "context_window" not in text, text
         [request] = chat_requests(llm)
