@@ -228,9 +228,10 @@ async def _respond(
                 raise
             continue
         except IncompleteResponse as exc:  # some servers answer a prompt too long for them with an empty stream
-            if response.started or not (exc.empty or compactor.probable_overflow(transcript)):
+            near = compactor.probable_overflow(transcript)
+            if not (exc.empty or near):
                 raise
-            if not compactor.probable_overflow(transcript):
+            if response.started or not near:  # told by the numbers (`empty_answers`), with no compaction
                 raise compactor.empty_answer_error(transcript, exc) from exc
             overflows += 1
             log.warning("empty or cut-short answer near the context window", session_id=ctx.session_id, error=str(exc))

@@ -29,9 +29,9 @@ def empty_answer_error(
     if window is not None and tokens > window:
         return ContextWindowExceeded(too_long)
     size = f"about {tokens:,} of its {window:,} tokens" if window is not None else f"about {tokens:,} tokens"
+    answer = "an empty answer" if exc.empty else "an answer that stopped short"
     text = (
-        f"The server sent an empty answer to a request of {size} (term2's estimate): it may have failed, "
-        "and its log says why."
+        f"The server sent {answer} to a request of {size} (term2's estimate): it may have failed, and its log says why."
     )
     if exc.tool_choice is not None:
         text += f' The request carried tool_choice "{exc.tool_choice}": {_TOOL_CHOICE_CAUSE}.'
