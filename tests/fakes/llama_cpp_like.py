@@ -20,6 +20,9 @@ Context overflow
   A prompt of `n_ctx` tokens or more: non-streamed, HTTP 400 with OpenAI's
   `context_length_exceeded` body (errors.py's wording); streamed, **HTTP 200 and
   an empty event stream** (the error raised inside the stream is only logged).
+  Every failure inside a stream looks the same: the SSE headers, the chunked
+  body's last chunk `0\r\n\r\n` and no event, then the server closes the
+  connection (captures `term2-auto-stream`, `term2-required-stream`).
   `max_tokens` past the window is cut to what is left, not refused.
 Streaming
   `data: <json>` events with Python's default `json.dumps` spacing, a first delta
@@ -30,9 +33,12 @@ Tools (`tool_format`)
   "chatml-function-calling" (the default chat format for function calling): the
   template shows tools to the model only when `tool_choice` is "auto" or names a
   tool; without it the model cannot call one (a scripted call becomes text). With
-  streaming and "auto", a model that picks a tool is HTTP 500 "Automatic streaming
-  tool choice is not supported". Any other string `tool_choice` fails its assert
-  (HTTP 500, empty message). "streamed": a chat format that streams tool calls
+  streaming and "auto", a model that picks a tool raises "Automatic streaming tool
+  choice is not supported" inside the stream: a 200 with an empty body. Any other
+  string `tool_choice` fails its assert: HTTP 500 with an empty message when not
+  streamed, an empty 200 stream when streamed. Not streamed, "auto" answers real
+  tool calls with `content: null`, `function_call` and `usage` (key order as
+  measured: content, tool_calls, role, function_call). "streamed": a chat format that streams tool calls
   (llama-cpp-python's functionary formats, and llama.cpp's own `llama-server
   --jinja`), in llama-cpp-python's chunk shape (every chunk repeats the call's id and
   name, `content: null`).
@@ -64,7 +70,9 @@ __all__ = [
     "SSE_HEADERS",
     "LlamaEmitter",
     "LlamaSettings",
+    "is_count_request",
     "llama_admit",
+    "llama_tokenize",
     "prompt_tokens",
     "tools_shown",
 ]
@@ -225,6 +233,7 @@ def _overflow_body(tokens: int, settings: LlamaSettings, max_tokens: int | None)
 class LlamaAdmission:
     rejection: Rejection | None = None
     empty_stream: bool = False  # answer 200 and an event stream with nothing in it
+    empty_reason: str = ""  # what the server's log says (the exception raised inside the stream)
 
 
 def llama_admit(body: Any, settings: LlamaSettings, reply: Reply | None) -> LlamaAdmission:
@@ -235,25 +244,26 @@ def llama_admit(body: Any, settings: LlamaSettings, reply: Reply | None) -> Llam
     rejection = validation_rejection(body)
     if rejection is not None:
         return LlamaAdmission(rejection)
-    choice = body.get("tool_choice")
+    choice, streamed = body.get("tool_choice"), bool(body.get("stream"))
     if (
         settings.tool_format == "chatml-function-calling"
         and body.get("tools")
         and isinstance(choice, str)
         and choice not in ("none", "auto")
     ):
+        if streamed:  # the assert fires inside the stream: only the server's log says so
+            return LlamaAdmission(empty_stream=True, empty_reason=f"tool_choice {choice!r} fails an assert")
         return LlamaAdmission(_internal("", f"llama-cpp-python: tool_choice {choice!r} fails an assert"))
     tokens = prompt_tokens(body, settings)
     if tokens >= settings.n_ctx:
-        if body.get("stream"):
-            return LlamaAdmission(empty_stream=True)
+        if streamed:
+            return LlamaAdmission(empty_stream=True, empty_reason="context overflow")
         limit = body.get("max_tokens")
         overflow = _overflow_body(tokens, settings, limit if isinstance(limit, int) else None)
         return LlamaAdmission(Rejection(400, overflow, f"context_length_exceeded: {tokens} >= n_ctx {settings.n_ctx}"))
     picks_tool = bool(reply and reply.get("tool_calls")) and tools_shown(body, settings)
-    if picks_tool and settings.tool_format == "chatml-function-calling" and choice == "auto" and body.get("stream"):
-        message = "Automatic streaming tool choice is not supported"
-        return LlamaAdmission(_internal(message, "llama-cpp-python: " + message))
+    if picks_tool and settings.tool_format == "chatml-function-calling" and choice == "auto" and streamed:
+        return LlamaAdmission(empty_stream=True, empty_reason="Automatic streaming tool choice is not supported")
     return LlamaAdmission()
 
 
@@ -291,8 +301,18 @@ class LlamaEmitter:
         text = str(reply.get("text", ""))
         if reply.get("tool_calls") and not self.calls:  # the model never saw the tools
             text = text or "I cannot call tools here."
+        if self._auto_grammar() and not self.calls:  # "message" picked: the follow-up grammar allows nothing
+            text = ""
         pieces = text_pieces(text, reply.get("chunks"))
         return pieces[: self.limit], len(pieces) > self.limit
+
+    def _auto_grammar(self) -> bool:
+        """chatml-function-calling's "auto" path: a grammar picks a tool or a message, and the message is empty."""
+        return (
+            self.settings.tool_format == "chatml-function-calling"
+            and self.body.get("tool_choice") == "auto"
+            and bool(self.body.get("tools"))
+        )
 
     def _chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -346,11 +366,11 @@ class LlamaEmitter:
 
     def whole_response(self) -> dict[str, Any]:
         pieces, cut = self._pieces()
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(pieces)}
+        message: dict[str, Any] = {"content": "".join(pieces), "role": "assistant"}  # the key order measured
         finish = "length" if cut else str(self.reply.get("finish") or "stop")
         if self.calls:
+            first = self.calls[0]
             message = {
-                "role": "assistant",
                 "content": None,
                 "tool_calls": [
                     {
@@ -360,6 +380,8 @@ class LlamaEmitter:
                     }
                     for i, c in enumerate(self.calls)
                 ],
+                "role": "assistant",
+                "function_call": {"name": first["name"], "arguments": arguments_of(first)},
             }
             finish = "tool_calls"
         completion = len(pieces) if not self.calls else sum(len(arguments_of(c)) // 4 + 1 for c in self.calls)
@@ -385,3 +407,20 @@ class LlamaEmitter:
 def stats_for(body: dict[str, Any], settings: LlamaSettings) -> PromptStats:
     tokens = prompt_tokens(body, settings)
     return PromptStats(chars=tokens * 4, tokens=tokens)
+
+
+def llama_tokenize(body: Any) -> dict[str, Any]:
+    """llama-cpp-python's `POST /extras/tokenize` (`{"input": str}` → `{"tokens": [int, ...]}`), with the fake's
+    tokenizer (4 characters a token); a body without `input` is its pydantic 500, as on the chat route."""
+    text = body.get("input") if isinstance(body, dict) else None
+    if not isinstance(text, str):
+        return {
+            "error": {"message": "1 validation error", "type": "internal_server_error", "param": None, "code": None}
+        }
+    return {"tokens": list(range(tokens_of(len(text))))}
+
+
+def is_count_request(body: Any) -> bool:
+    """A one-token whole-answer request: how term2 asks a server that streams no usage for its count.
+    The server answers it like any other; the fake only keeps the tests' scripted replies for the turns."""
+    return isinstance(body, dict) and body.get("stream") is False and body.get("max_tokens") == 1

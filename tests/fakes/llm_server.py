@@ -129,7 +129,9 @@ from tests.fakes.llama_cpp_like import (
     LlamaEmitter,
     LlamaSettings,
     encode_json,
+    is_count_request,
     llama_admit,
+    llama_tokenize,
     stats_for,
 )
 from tests.fakes.llm_accounting import PromptCache, prompt_chars, tokens_of
@@ -273,6 +275,7 @@ class FakeLLMState:
     responder: Callable[[RecordedRequest], Reply | None] | None = None
     llama_cpp: LlamaSettings | None = None  # answer the OpenAI routes as llama-cpp-python's server does
     gathered: dict[str, int] = field(default_factory=dict)  # first deltas sent, per "gather" name
+    tokenized: int = 0  # llama.cpp-like `/extras/tokenize` calls answered
 
     def push(self, *replies: Reply) -> None:
         with self.lock:
@@ -338,8 +341,10 @@ class FakeLLMState:
             _log_rejection(rec)
             return Admission(decision.rejection)
         if decision.empty_stream:
-            rec.rejection = "context overflow: answered 200 with an empty event stream"
+            rec.rejection = f"{decision.empty_reason}: answered 200 with an empty event stream"
             return Admission(empty_stream=True)
+        if is_count_request(rec.body):  # term2 asking for a count: the scripted turn replies stay queued
+            return Admission(None, default_reply(rec.body), stats_for(rec.body, self.llama_cpp))
         if head is not None:
             self.replies.popleft()
         return Admission(None, reply, stats_for(rec.body, self.llama_cpp))
@@ -441,6 +446,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"totalTokens": tokens_of(prompt_chars("gemini", request))})
         elif gemini:
             self._serve("gemini", path, body, query, model=unquote(gemini.group(1)))
+        elif path == "/extras/tokenize" and self.state.llama_cpp is not None:  # not a model request: not recorded
+            with self.state.lock:
+                self.state.tokenized += 1
+            answer = llama_tokenize(body)
+            self._send_json(500 if "error" in answer else 200, answer)
         else:
             self.state.record(path, "unknown", body, self._headers())
             self._send_json(404, {"error": {"message": f"no route {path}"}})
@@ -540,6 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.finish(rec, "error")
                 self._start_stream(None)
                 self._write(b"")  # the terminating chunk at once: not one event
+                self.close_connection = True  # as llama-cpp-python's server does after a failed stream
                 return
             reply = admission.reply
             self._pause(float(reply.get("delay_first_byte", 0.0)))

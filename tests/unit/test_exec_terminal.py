@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -99,9 +100,15 @@ def test_a_plan_is_a_checklist() -> None:
 
 
 def test_the_summary_says_how_the_turn_ended_what_it_cost_and_the_context() -> None:
-    line = drawing.summary("end_turn", SPENT, (2500, 10000)).plain
+    line = drawing.summary("end_turn", SPENT, (2500, 10000, False)).plain
     assert line == "── end turn · 1,200 in (200 cached) · 34 out · $0.0123 (session $0.0500) · context 25% of 10,000"
     assert drawing.summary("cancelled", None, None).plain == "── cancelled"
+
+
+def test_the_summary_never_draws_uncounted_usage_as_numbers() -> None:
+    uncounted = replace(SPENT, reported=False, requests=1)
+    line = drawing.summary("end_turn", uncounted, (2500, 10000, True)).plain
+    assert line == "── end turn · usage not reported · context about 25% of 10,000 (estimated)"
 
 
 def test_tail_keeps_what_fits_counting_wrapped_lines() -> None:
@@ -212,6 +219,7 @@ async def test_json_lines_wrap_each_rendered_update_and_end_with_the_result() ->
             "cachedWriteTokens": 0,
             "cost": {"turn": 0.0123, "session": 0.05, "currency": "USD"},
         },
+        "usageReported": True,
         "error": "boom",
     }
     assert err.getvalue() == "term2: cancelling\n"

@@ -187,3 +187,8 @@ def test_turn_timeout(tmp_path: Path) -> None:
     assert load_settings({"TERM2_TURN_TIMEOUT": "30"}).turn_timeout == 30.0
     with pytest.raises(ConfigError, match="turn_timeout must be a positive"):
         load_settings({"TERM2_TURN_TIMEOUT": "0"})
+
+
+def test_stream_false_is_a_request_option(tmp_path: Path) -> None:
+    _models, options = _settings(tmp_path, '[models."openai/gemma"]\nstream = false\n')
+    assert options["openai/gemma"] == RequestOptions(stream=False)

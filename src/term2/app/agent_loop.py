@@ -228,12 +228,15 @@ async def _respond(
                 raise
             continue
         except IncompleteResponse as exc:  # some servers answer a prompt too long for them with an empty stream
-            if not compactor.probable_overflow(transcript):
+            near = compactor.probable_overflow(transcript)
+            if not (exc.empty or near):
                 raise
+            if response.started or not near:  # told by the numbers (`empty_answers`), with no compaction
+                raise compactor.empty_answer_error(transcript, exc) from exc
             overflows += 1
             log.warning("empty or cut-short answer near the context window", session_id=ctx.session_id, error=str(exc))
-            if response.started or overflows > 1 or not await compactor.on_overflow(transcript, 1):
-                raise compactor.overflow_error(transcript) from exc
+            if overflows > 1 or not await compactor.on_overflow(transcript, 1):
+                raise compactor.empty_answer_error(transcript, exc) from exc
             continue
         except LLMError as exc:
             if response.started or not exc.transient:

@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from term2.app.clock import new_id
+from term2.app.empty_answers import empty_answer_error
 from term2.app.metering import Meter
 from term2.app.transcript import Transcript
 from term2.domain.context_budget import ContextBudget, keep_from, outputs_to_clear, tokens_of
@@ -39,7 +40,16 @@ from term2.domain.transcript import (
     quote_lines,
 )
 from term2.domain.truncation import keep_head
-from term2.ports.llm import CompletionRequest, ContextWindowExceeded, LLMError, LLMProvider, TextDelta, Usage
+from term2.ports.llm import (
+    CompletionRequest,
+    ContextWindowExceeded,
+    IncompleteResponse,
+    LLMError,
+    LLMProvider,
+    PromptCounter,
+    TextDelta,
+    Usage,
+)
 from term2.ports.tools import ToolContext
 from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
 
@@ -131,11 +141,20 @@ def _bound(text: str, limit: int, nonce: str) -> str:
 class Compactor:
     """One turn's context keeper: it reads the budget, and reaches the client through the turn's context."""
 
-    def __init__(self, llm: LLMProvider, budget: ContextBudget, ctx: ToolContext, meter: Meter | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLMProvider,
+        budget: ContextBudget,
+        ctx: ToolContext,
+        meter: Meter | None = None,
+        counter: PromptCounter | None = None,
+    ) -> None:
         self._llm = llm
+        self._counter = counter  # asks a server that reports no usage for its count (issue 33)
         self._budget = budget
         self._ctx = ctx
         self._meter = meter  # a summary is a model request too: its tokens are the session's cost
+        self._announced = False  # whether the running compaction told the client it is in progress
 
     async def before_request(self, transcript: Transcript) -> None:
         """Compact ahead of the limit, when there is something to shed (the prompt alone may be most of it).
@@ -153,8 +172,11 @@ class Compactor:
         if window is not None and fixed > window:
             shown = "the system prompt, the tool definitions" if transcript.memory.tools_shown else "the system prompt"
             what = f"{shown} and your prompt alone come"
+            await transcript.withdraw_prompt()  # never sent: the next turn must not carry or summarise it
             raise ContextWindowExceeded(too_long_message(fixed, window, what))
         occupancy = transcript.occupancy()
+        if self._budget.over(occupancy) and not transcript.reported and await self._ask_count(transcript):
+            occupancy = transcript.occupancy()  # an estimate over the trigger is checked before it costs a summary
         if not self._budget.over(occupancy) or not self._sheddable(transcript):
             return
         floor = transcript.memory.floor
@@ -167,14 +189,11 @@ class Compactor:
         """Whether an empty or cut-short answer to this request most likely means it did not fit the window."""
         return self._budget.near(transcript.occupancy())
 
-    def overflow_error(self, transcript: Transcript) -> ContextWindowExceeded:
-        """The turn's end when the server kept answering a request near its window with nothing."""
+    def empty_answer_error(self, transcript: Transcript, exc: IncompleteResponse) -> LLMError:
+        """The turn's end after an empty answer: an overflow only when the estimate is above the window."""
         tokens, window = transcript.occupancy(), self._budget.window
-        if window is None:
-            return ContextWindowExceeded(
-                "The model answered with an empty response twice; the request may not fit its context window"
-            )
-        return ContextWindowExceeded(too_long_message(tokens, window, "the request comes", empty=True))
+        too_long = too_long_message(tokens, window or 0, "the request comes", empty=True)
+        return empty_answer_error(exc, tokens, window, too_long, near=self._budget.near(tokens))
 
     def _sheddable(self, transcript: Transcript) -> bool:
         protected = self._budget.protected
@@ -187,17 +206,23 @@ class Compactor:
         return await self._drop_oldest(transcript)
 
     async def compact(self, transcript: Transcript, *, forced: bool) -> bool:
+        """Shed what the plan finds; the client hears "in progress" only once something will be compacted
+        (a summary is about to be asked for, or a clearing applied), never for a plan that finds nothing."""
         compaction_id = new_id("compaction")
-        await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+        self._announced = False
         try:
             compaction = await self._plan(transcript, compaction_id, forced)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._ctx.emit(CompactionChanged(compaction_id, "cancelled"))
+            if self._announced:
+                with anyio.CancelScope(shield=True):
+                    await self._ctx.emit(CompactionChanged(compaction_id, "cancelled"))
             raise
         if compaction is None:
-            await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
+            if self._announced:  # a summary was asked for and failed, with nothing else to shed
+                await self._ctx.emit(CompactionChanged(compaction_id, "failed", error="nothing could be compacted"))
+            log.info("nothing to compact", session_id=self._ctx.session_id)
             return False
+        await self._announce(compaction_id)
         await transcript.compact(compaction)
         after = transcript.occupancy()
         transcript.memory.floor = after if self._budget.over(after) else None
@@ -239,7 +264,13 @@ class Compactor:
             return ContextCompaction(compaction_id, keep_from=after[cut].message_id, cleared=cleared)
         return ContextCompaction(compaction_id, summary=summary, keep_from=after[cut].message_id, cleared=cleared)
 
+    async def _announce(self, compaction_id: str) -> None:
+        if not self._announced:
+            self._announced = True
+            await self._ctx.emit(CompactionChanged(compaction_id, "in_progress"))
+
     async def _summarise(self, older: list[ModelMessage], compaction_id: str) -> str | None:
+        await self._announce(compaction_id)
         usable = self._budget.usable
         limit = UNKNOWN_WINDOW_SUMMARY_INPUT if usable is None else int(usable * 0.6) * 4
         text = summary_input(older, limit, new_nonce())
@@ -282,9 +313,27 @@ class Compactor:
         return True
 
     async def after_response(self, transcript: Transcript) -> None:
-        """After each answer: learn what an uncounted one proves about the estimate, then report the occupancy."""
+        """After each answer: learn what an uncounted one proves about the estimate, then report the occupancy.
+
+        The first uncounted answer of a session also asks the server for its count, so the estimate is
+        the server's from the first turn on, not only once it passes the window."""
         transcript.served_uncounted(self._budget.window)
+        if not transcript.reported and not transcript.memory.calibrated:
+            await self._ask_count(transcript)
         await self.report_usage(transcript)
+
+    async def _ask_count(self, transcript: Transcript) -> bool:
+        """Ask the server for its count of the transcript now, occasionally; True when it taught something."""
+        estimate = transcript.occupancy()
+        if self._counter is None or not transcript.memory.probe_due(estimate, self._budget.regrowth):
+            return False
+        transcript.memory.probed_at = estimate
+        count = await self._counter.count_prompt(transcript.request())
+        log.info("asked the server for a count", session_id=self._ctx.session_id, estimate=estimate, count=count)
+        if count is None:
+            return False
+        transcript.calibrate(count)
+        return True
 
     async def report_usage(self, transcript: Transcript) -> None:
         """The context's occupancy against the window, with the session's cost: after each request and compaction."""

@@ -20,7 +20,7 @@ EFFORTS = EFFORT_LEVELS  # the domain owns them (ADR 0043)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TOOL_CHOICES = ("auto", "none", "required")
 _DECLARING = frozenset({"provider", "context_window", "supports_reasoning", "max_output_tokens", "images"})
-_OPTIONS = frozenset({"tool_choice", "stream_usage", "extra_body"})
+_OPTIONS = frozenset({"tool_choice", "stream_usage", "stream", "extra_body"})
 # Body fields term2 itself writes: an extra_body naming one would change what the wire means.
 _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice"})
 
@@ -224,6 +224,7 @@ def _request_options(block: Mapping[str, Any], at: str) -> RequestOptions:
     return RequestOptions(
         tool_choice=choice,
         stream_usage=_expect(bool, block.get("stream_usage", True), f"{at}.stream_usage"),
+        stream=_expect(bool, block.get("stream", True), f"{at}.stream"),
         extra_body=tuple(extra.items()),
     )
 

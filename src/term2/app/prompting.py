@@ -246,7 +246,7 @@ class PromptService:
             mode=turn_mode,
             images=self._models.takes_images(opened.session)[1],
         )
-        compactor = Compactor(llm, budget, ctx, meter)
+        compactor = Compactor(llm, budget, ctx, meter, counter=llm)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)
         return TurnOutcome(stop)
 

@@ -20,7 +20,7 @@ from term2.domain.errors import InvalidInput, ModelNotConfigured, NotAuthenticat
 from term2.domain.model_choice import EFFORT_LEVELS, ModelChoice
 from term2.domain.session import Session
 from term2.domain.usage import Prices
-from term2.ports.llm import CompletionRequest, LLMEvent, LLMProvider, ProviderSettings
+from term2.ports.llm import CompletionRequest, LLMEvent, LLMProvider, PromptCount, PromptCounter, ProviderSettings
 from term2.ports.tools import Toolbox
 
 
@@ -162,6 +162,10 @@ class FollowingModel:
 
     def stream(self, request: CompletionRequest) -> AsyncIterator[LLMEvent]:
         return self._current().stream(request)
+
+    async def count_prompt(self, request: CompletionRequest) -> PromptCount | None:
+        current = self._current()
+        return await current.count_prompt(request) if isinstance(current, PromptCounter) else None
 
     async def prepare(self) -> None:
         await self._current().prepare()

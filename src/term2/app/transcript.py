@@ -30,7 +30,7 @@ from term2.domain.transcript import (
     estimate_tokens,
     newest_images,
 )
-from term2.ports.llm import CompletionRequest, ToolSpec
+from term2.ports.llm import CompletionRequest, PromptCount, ToolSpec
 
 Record = Callable[[HistoryEntry], Awaitable[None]]
 
@@ -105,6 +105,11 @@ class Transcript:
         await self._record(item if stored is None else ModelMessage(item.message_id, stored))
         return item
 
+    async def withdraw_prompt(self) -> None:
+        """Take the newest message back out of what the model is shown, when it is the turn's unsent prompt."""
+        if self.messages and self.messages[-1].message.role == "user":
+            await self.compact(ContextCompaction(new_id("compaction"), withdrawn=(self.messages[-1].message_id,)))
+
     def request(self) -> CompletionRequest:
         messages = newest_images((self.system, *(m.message for m in self.messages)))
         return CompletionRequest(messages, self.tools, max_tokens=self._max_tokens, cache_key=self._cache_key)
@@ -115,6 +120,14 @@ class Transcript:
         self.memory.learn(tokens, self._system_raw + tokens_of(self.messages[:covered]), self._tools_raw)
         if 0 < covered <= len(self.messages):
             self.memory.count = (tokens, self.messages[covered - 1].message_id)
+
+    def calibrate(self, count: PromptCount) -> None:
+        """What a count asked of a server that reports none teaches (`PromptCount`)."""
+        if count.whole:
+            self.counted(count.tokens, len(self.messages))
+            return
+        text = "\n".join([self.system.content, *(m.message.content for m in self.messages)])
+        self.memory.learn_text(count.tokens, estimate_tokens(text))
 
     def occupancy(self) -> int:
         if self._counted is not None:

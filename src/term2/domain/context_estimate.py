@@ -52,6 +52,21 @@ class ContextMemory:
     count: tuple[int, str] | None = None
     floor: int | None = None
     counts: int = 0  # how many counts taught this memory
+    probed_at: int | None = None  # the estimate when term2 last asked an uncounting server for a count
+
+    def probe_due(self, estimate: int, regrowth: int) -> bool:
+        """Whether to ask the server for a count: never yet, or the estimate grew since the last ask.
+
+        Occasional by design: a count costs the server a prompt evaluation (a local server's prefix cache
+        makes it cheap for the request that follows, but not free)."""
+        return self.probed_at is None or estimate > self.probed_at + regrowth
+
+    def learn_text(self, reported: int, estimated: int) -> None:
+        """The server's tokenizer counted ``reported`` tokens in text estimated at ``estimated``: the ratio only."""
+        if reported <= 0 or estimated <= 0:
+            return
+        self.ratio = min(MAX_RATIO, max(MIN_RATIO, reported / estimated))
+        self.counts += 1
 
     def tools(self, estimated: int) -> int:
         """The tools' share of a request, as the model sees it (0 where the server does not show them)."""

@@ -103,13 +103,16 @@ class ContextCompaction:
     Every message before ``keep_from`` is replaced by ``summary`` (or dropped
     with a note when ``summary`` is None); the tool results named in
     ``cleared`` keep their call but lose their text. ``keep_from`` None keeps
-    every message (a clearing-only compaction).
+    every message (a clearing-only compaction). The messages named in
+    ``withdrawn`` are gone without a note: a prompt refused before it was sent
+    (too long for the window) must not weigh on, or be summarised by, the next turn.
     """
 
     compaction_id: str
     summary: str | None = None
     keep_from: str | None = None
     cleared: tuple[str, ...] = ()
+    withdrawn: tuple[str, ...] = ()
     entry: Literal["context_compaction"] = "context_compaction"
 
 
@@ -131,7 +134,7 @@ MISSING_RESULT = "[term2: this call has no result: it was cancelled or interrupt
 
 def apply_compaction(messages: list[ModelMessage], compaction: ContextCompaction) -> list[ModelMessage]:
     """The transcript the model is shown after ``compaction``."""
-    out = list(messages)
+    out = [m for m in messages if m.message_id not in compaction.withdrawn]
     if compaction.cleared:
         cleared = set(compaction.cleared)
         out = [ModelMessage(m.message_id, _cleared(m.message)) if m.message_id in cleared else m for m in out]

@@ -45,11 +45,15 @@ class RequestOptions:
     ``stream_usage`` False leaves ``stream_options`` out (for servers that refuse
     it; those that ignore it cost nothing); ``extra_body`` is merged into every
     request body (sampling, ``cache_prompt``, a server's own switches).
+    ``stream`` False asks for whole answers (``"stream": false``), for servers
+    that cannot stream tool calls (llama-cpp-python's chatml-function-calling):
+    the adapter turns the whole answer into the same events a stream gives.
     """
 
     tool_choice: str | None = None
     stream_usage: bool = True
     extra_body: tuple[tuple[str, object], ...] = ()  # a tuple, so the value stays hashable and frozen
+    stream: bool = True
 
 
 class ModelCatalog(Protocol):

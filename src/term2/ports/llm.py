@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from term2.domain.retry import is_transient
 from term2.domain.transcript import ChatMessage, ReasoningBlock, ToolCallRequest
@@ -29,6 +29,8 @@ __all__ = [
     "LLMError",
     "LLMEvent",
     "LLMProvider",
+    "PromptCount",
+    "PromptCounter",
     "ProviderSettings",
     "ProviderTimeout",
     "ProviderUnreachable",
@@ -211,9 +213,10 @@ class IncompleteResponse(LLMError):
 
     kind = "incomplete"
 
-    def __init__(self, message: str, *, empty: bool) -> None:
+    def __init__(self, message: str, *, empty: bool, tool_choice: str | None = None) -> None:
         super().__init__(message)
         self.empty = empty
+        self.tool_choice = tool_choice  # what the request asked for, when it asked: a known cause of empty answers
 
 
 class LLMProvider(Protocol):
@@ -232,4 +235,26 @@ class LLMProvider(Protocol):
 
     async def aclose(self) -> None:
         """Release background workers and HTTP clients; called once at shutdown."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCount:
+    """A server's own count for a request it was shown, asked for because its answers carry none.
+
+    ``whole``: the count of the whole request as the model sees it (its chat
+    template, and the tools when it shows them), from a non-streamed answer's
+    usage. Otherwise ``tokens`` is only the request's text (system prompt and
+    messages) through the server's tokenizer (a tokenize endpoint): it teaches
+    the bytes-a-token ratio, not whether the tools are shown.
+    """
+
+    tokens: int
+    whole: bool
+
+
+@runtime_checkable
+class PromptCounter(Protocol):
+    async def count_prompt(self, request: CompletionRequest) -> PromptCount | None:
+        """The server's count for ``request``, or None when it cannot tell; never raises an LLMError."""
         ...

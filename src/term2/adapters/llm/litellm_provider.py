@@ -105,6 +105,11 @@ class LiteLLMProvider:
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         options = s.request_options  # per model, from config.toml (openai_wire's docstring says why)
+        if not options.stream:  # fail loudly rather than stream to a server the user said cannot
+            raise LLMError(
+                f'{s.model}: stream = false is served by the OpenAI-compatible wire only: set wire = "openai" '
+                "for its provider in config.toml"
+            )
         if not options.stream_usage:
             del kwargs["stream_options"]
         if request.tools and options.tool_choice:
@@ -130,8 +135,9 @@ class LiteLLMProvider:
             litellm = load_litellm()
         except Exception as exc:  # a broken install must still surface as a port error
             raise LLMError(f"Cannot load the LLM library for {model}: {exc}") from exc
+        kwargs = self._completion_kwargs(request)  # its own errors are the port's already
         try:
-            response = await litellm.acompletion(**self._completion_kwargs(request))
+            response = await litellm.acompletion(**kwargs)
         except Exception as exc:  # litellm raises many unrelated types; map them all
             raise map_litellm_error(exc, model, self._settings.api_base) from exc
         state = _StreamState()

@@ -24,7 +24,7 @@ import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
 from term2.adapters.llm.mended_events import StreamMender
-from term2.adapters.llm.sse import SSEDecoder, SSEEvent, event_json
+from term2.adapters.llm.sse import WHOLE_EVENT, SSEDecoder, SSEEvent, event_json
 from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
 
 __all__ = ["SSEClient", "WireStream", "event_json", "stream_events", "timeout_for", "tls_for", "wire_model"]
@@ -33,6 +33,7 @@ log = structlog.get_logger("term2.llm")
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024
+_MAX_WHOLE_BODY = 64 * 1024 * 1024  # a non-streamed answer (`stream = false`), read whole
 _CLOSE_GRACE_S = 5.0
 _DRAIN_S = 1.0
 
@@ -128,10 +129,12 @@ async def stream_events(
             await drain(events)
     if not state.whole:
         if not seen:
+            choice = body.get("tool_choice")
             raise IncompleteResponse(
-                f"Provider error from {model}: the response was empty (some servers answer a prompt too long for "
-                "their context this way: declare the model's context_window in config.toml)",
+                f"Provider error from {model}: the server sent an empty answer. It may have failed (check its log), "
+                "or the prompt may be too long for its context (declare the model's context_window in config.toml)",
                 empty=True,
+                tool_choice=choice if isinstance(choice, str) else None,
             )
         raise IncompleteResponse(
             f"Provider error from {model}: the stream ended before the response was complete", empty=False
@@ -202,6 +205,10 @@ class SSEClient:
                     body=raw.decode("utf-8", "replace"),
                 )
                 raise error_from_response(response.status_code, response.headers, raw, self._model)
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # A whole answer (a request sent with "stream": false): one event, that the wire folds at once.
+                yield SSEEvent(WHOLE_EVENT, (await self._whole_body(response)).decode("utf-8", "replace"))
+                return
             decoder = SSEDecoder()
             async for chunk in response.aiter_bytes():
                 for event in decoder.feed(chunk):
@@ -215,6 +222,25 @@ class SSEClient:
             # before the socket is closed, and the provider would keep generating.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE_S):
                 await response.aclose()
+
+    async def whole(self, url: str, headers: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` for a JSON answer (not a stream); the port's errors as for `events`."""
+        async with aclosing(self.events(url, headers, body)) as events:
+            async for event in events:
+                if event.event == WHOLE_EVENT:
+                    payload = event_json(event.data, self._model)
+                    if isinstance(payload, dict):
+                        return payload
+        raise LLMError(f"Provider error from {self._model}: {url} did not answer with JSON")
+
+    async def _whole_body(self, response: httpx.Response) -> bytes:
+        """A non-streamed answer, bounded: a server that sends more than any answer holds is an error."""
+        out = bytearray()
+        async for chunk in response.aiter_bytes():
+            out += chunk
+            if len(out) > _MAX_WHOLE_BODY:
+                raise LLMError(f"Provider error from {self._model}: an answer over {_MAX_WHOLE_BODY:,} bytes")
+        return bytes(out)
 
     @staticmethod
     async def _error_body(response: httpx.Response) -> bytes:

@@ -16,16 +16,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 import httpx
+import structlog
 
 from term2.adapters.llm.native_http import SSEClient, stream_events, wire_model
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
-from term2.ports.llm import CompletionRequest, LLMEvent, ProviderSettings
+from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, PromptCount, ProviderSettings
 
 __all__ = ["DEFAULT_OPENAI_BASE", "OpenAIChatProvider"]
 
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+log = structlog.get_logger("term2.llm")
 
 
 class OpenAIChatProvider:
@@ -48,7 +51,11 @@ class OpenAIChatProvider:
         return self._settings
 
     def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        streamed = self._settings.request_options.stream
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if streamed else "application/json",
+        }
         if self._settings.api_key:
             headers["authorization"] = f"Bearer {self._settings.api_key}"
         return headers
@@ -71,6 +78,38 @@ class OpenAIChatProvider:
         async with aclosing(events):
             async for item in events:
                 yield item
+
+    async def count_prompt(self, request: CompletionRequest) -> PromptCount | None:
+        """The server's count for ``request``, for servers whose streams carry no usage (llama-cpp-python).
+
+        First the same request, not streamed, with ``max_tokens`` 1: its ``usage`` is the count of the
+        whole prompt as the model sees it (a local server's prefix cache then makes the next real request
+        cheap). Failing that, the request's text through a tokenize endpoint at the server's root:
+        llama-cpp-python's ``/extras/tokenize`` (``{"input": ...}``), llama.cpp's ``/tokenize``
+        (``{"content": ...}``). Any failure is None: a count is a refinement, never a reason to fail a turn.
+        """
+        s = self._settings
+        options = replace(s.request_options, stream=False)
+        body = chat_body(replace(request, max_tokens=1), self._model, options=options)
+        headers = {**self._headers(), "accept": "application/json"}
+        try:
+            payload = await self._http.whole(f"{self._base}/chat/completions", headers, body)
+            usage = payload.get("usage")
+            prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+            if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt > 0:
+                return PromptCount(prompt, whole=True)
+        except LLMError as exc:
+            log.info("no count from a whole answer", model=s.model, error=str(exc))
+        text = "\n".join(m.content for m in request.messages)
+        root = self._base.removesuffix("/v1")
+        for path, key in (("/extras/tokenize", "input"), ("/tokenize", "content")):
+            try:
+                tokens = (await self._http.whole(root + path, headers, {key: text})).get("tokens")
+            except LLMError:
+                continue
+            if isinstance(tokens, list) and tokens:
+                return PromptCount(len(tokens), whole=False)
+        return None
 
     async def prepare(self) -> None:
         """Build the HTTP client (httpcore, the CA bundle) before the first request needs it."""

@@ -34,7 +34,7 @@ from term2.adapters.llm.chat_shapes import (
     usage_from,
 )
 from term2.adapters.llm.http_errors import error_from_event
-from term2.adapters.llm.sse import SSEEvent, event_json
+from term2.adapters.llm.sse import WHOLE_EVENT, SSEEvent, event_json
 from term2.ports.llm import (
     CompletionRequest,
     Finished,
@@ -45,7 +45,7 @@ from term2.ports.llm import (
     Usage,
 )
 
-__all__ = ["OpenAIStream", "chat_body"]
+__all__ = ["OpenAIStream", "as_chunk", "chat_body"]
 
 _NO_OPTIONS = RequestOptions()
 
@@ -71,9 +71,9 @@ def chat_body(
     body: dict[str, Any] = {
         "model": model,
         "messages": openai_messages(request.messages),  # no null content: the module's rule
-        "stream": True,
+        "stream": options.stream,
     }
-    if options.stream_usage:
+    if options.stream and options.stream_usage:
         body["stream_options"] = {"include_usage": True}
     if request.tools:
         body["tools"] = [tool_to_openai(t) for t in request.tools]
@@ -87,6 +87,33 @@ def chat_body(
         body["prompt_cache_key"] = request.cache_key
     body.update(options.extra_body)
     return body
+
+
+def as_chunk(completion: dict[str, Any]) -> dict[str, Any]:
+    """A whole ``chat.completion`` as the one ``chat.completion.chunk`` that would have streamed it.
+
+    Each choice's ``message`` becomes its ``delta`` and each tool call gets the
+    ``index`` a stream gives it, so one fold (`OpenAIStream.feed`) serves both:
+    text, tool calls, usage and the finish reason come out as the same events.
+    A legacy ``function_call`` beside ``tool_calls`` (llama-cpp-python sends
+    both, the first sometimes misnamed) is not a second call and is dropped.
+    """
+    if completion.get("error") is not None:
+        return completion
+    choices = []
+    for choice in completion.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        message = choice.get("message")
+        delta = dict(message) if isinstance(message, dict) else {}
+        delta.pop("function_call", None)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [
+                {**call, "index": index} if isinstance(call, dict) else call for index, call in enumerate(calls)
+            ]
+        choices.append({"index": choice.get("index", 0), "delta": delta, "finish_reason": choice.get("finish_reason")})
+    return {**completion, "object": "chat.completion.chunk", "choices": choices}
 
 
 @dataclass
@@ -112,6 +139,10 @@ class OpenAIStream:
         if event.is_done:
             self.done = True
             return []
+        if event.event == WHOLE_EVENT:  # a non-streamed answer: one chunk carrying all of it, then the end
+            events = self.feed(as_chunk(event_json(event.data, self.model)))
+            self.done = True
+            return events
         return self.feed(event_json(event.data, self.model))
 
     @property

@@ -17,9 +17,12 @@ from typing import Any
 
 from term2.ports.llm import LLMError
 
-__all__ = ["DONE", "SSEDecoder", "SSEEvent", "event_json"]
+__all__ = ["DONE", "WHOLE_EVENT", "SSEDecoder", "SSEEvent", "event_json"]
 
 DONE = "[DONE]"  # OpenAI's end-of-stream sentinel, sent as a data line
+
+
+WHOLE_EVENT = "term2-whole-answer"  # not a server's event name: a non-streamed JSON answer, as one event
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,7 +98,7 @@ class ConsoleView:
         self.thought = False
         self.running: dict[str, ToolCall] = {}
         self.live_output: dict[str, str] = {}
-        self._context: tuple[int, int] | None = None
+        self._context: tuple[int, int, bool] | None = None  # used, window, and whether `used` is an estimate
         self._live: Live | None = None
         self._held = 0  # questions on the terminal: the live area stays away while one waits
 
@@ -123,7 +123,7 @@ class ConsoleView:
                 self.live_output[event.tool_call_id] = lines[-1]
             return
         if isinstance(event, UsageChanged):
-            self._context = (event.used, event.size)
+            self._context = (event.used, event.size, event.estimated)
             return
         if isinstance(event, StateChanged) and event.state == "idle":
             self._stop()  # the last message waits for `finish`: it may be term2's report of a failure

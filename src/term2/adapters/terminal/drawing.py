@@ -171,12 +171,17 @@ def _cost(amount: float | None) -> str | None:
     return None if amount is None else f"${amount:.4f}"
 
 
-def summary(stop_reason: str, spent: Spent | None, context: tuple[int, int] | None) -> Text:
-    """The closing line: how the turn ended, its tokens and cost, the session's cost and context."""
+def summary(stop_reason: str, spent: Spent | None, context: tuple[int, int, bool] | None) -> Text:
+    """The closing line: how the turn ended, its tokens and cost, the session's cost and context.
+
+    Tokens no server counted are never drawn as numbers: a server that sends no usage (llama-cpp-python
+    while streaming) gets "usage not reported", and an estimated context is marked as one (issue 33)."""
     good = stop_reason == "end_turn"
     line = Text("── ", style="dim")
     line.append(stop_reason.replace("_", " "), style="green" if good else "bold red")
-    if spent is not None:
+    if spent is not None and not spent.reported and spent.requests:
+        line.append(" · usage not reported", style="dim")
+    elif spent is not None:
         line.append(f" · {_tokens(spent.turn)}", style="dim")
         turn_cost, session_cost = _cost(spent.turn_cost), _cost(spent.session_cost)
         if turn_cost is not None:
@@ -184,6 +189,9 @@ def summary(stop_reason: str, spent: Spent | None, context: tuple[int, int] | No
             if session_cost is not None and session_cost != turn_cost:
                 line.append(f" (session {session_cost})", style="dim")
     if context is not None and context[1]:
-        used, size = context
-        line.append(f" · context {used * 100 // size}% of {size:,}", style="dim")
+        used, size, estimated = context
+        about = "about " if estimated else ""
+        line.append(f" · context {about}{used * 100 // size}% of {size:,}", style="dim")
+        if estimated:
+            line.append(" (estimated)", style="dim")
     return line

@@ -28,12 +28,13 @@ RenderUsage = Callable[[Spent], Mapping[str, Any]]  # the ACP renderer's own `Us
 
 def result_of(ended: Ended, usage: RenderUsage, text: str = "", duration_ms: int = 0) -> dict[str, Any]:
     """The last line: how the turn ended, the answer's text, the session, how long it took, how many model
-    requests it made (`turns`), and its tokens keyed as ACP's `Usage` with the turn's and the session's cost.
+    requests it made (`turns`), and its tokens keyed as ACP's `Usage` with the turn's and the session's cost;
+    `usage` is null and `usageReported` false when the server counted nothing (issue 33).
     A script needs nothing else to use the answer or continue the session (`--resume <sessionId>`)."""
     stop = "error" if ended.stop_reason is StopReason.ERROR else ended.stop_reason.value
     spent = ended.spent
     counts = None
-    if spent is not None:
+    if spent is not None and spent.reported:  # never zeros passed off as measured: no count, no `usage`
         cost = {"turn": spent.turn_cost, "session": spent.session_cost, "currency": CURRENCY}
         counts = {**usage(spent), "cost": cost}
     result: dict[str, Any] = {
@@ -44,6 +45,7 @@ def result_of(ended: Ended, usage: RenderUsage, text: str = "", duration_ms: int
         "durationMs": duration_ms,
         "turns": spent.requests if spent is not None else 0,
         "usage": counts,
+        "usageReported": spent is not None and spent.reported,
     }
     if ended.error is not None:
         result["error"] = ended.error
