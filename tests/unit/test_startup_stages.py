@@ -89,6 +89,7 @@ class _App:
         self.fail = fail
         self.asked = threading.Event()
         self.preloaded = False
+        self.kept = False
 
     def prompts(self) -> _Prompts:
         self.asked.set()
@@ -99,6 +100,12 @@ class _App:
 
     async def preload(self) -> None:
         self.preloaded = True
+
+    def native_wire(self) -> bool:
+        return True
+
+    async def keep_connected(self) -> None:
+        self.kept = True
 
     async def background(self, *, task_status: Any) -> None:
         task_status.started()
@@ -121,15 +128,13 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
             methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
-        await anyio.sleep(0.05)
-        assert not startup._turns_wanted.is_set() and not app.asked.is_set()  # it waits for a session
         with anyio.fail_after(10):
-            reply = await methods.new({"cwd": "/w", "mcpServers": []})
-        assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
-        with anyio.fail_after(10):
-            while not app.asked.is_set():  # opening the session started loading the turn part
+            while not app.asked.is_set():  # the turn part loads at once, without waiting for a session (ADR 0048)
                 await anyio.sleep(0.01)
-        assert not app.preloaded  # and preparing the adapter waits for it
+        with anyio.fail_after(10):
+            reply = await methods.new({"cwd": "/w", "mcpServers": []})  # and a session does not wait for it
+        assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
+        assert not app.preloaded and not app.kept  # preparing the adapter and its connection wait for it
 
         with anyio.fail_after(10):
             await methods.cancel({"sessionId": "s9"})  # no turn can run yet: returns at once, loads nothing
@@ -154,8 +159,9 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         assert app.turn_part.calls == [("admit", "s1"), ("cancel", "s1")]  # it started cancelled
         assert answer == [{"stopReason": "cancelled"}]
         with anyio.fail_after(10):
-            while not app.preloaded:  # preloading waited for the turn part too
+            while not app.kept:  # preloading waited for the turn part too, then the connection was opened ahead
                 await anyio.sleep(0.01)
+        assert app.preloaded
 
 
 @pytest.mark.anyio
