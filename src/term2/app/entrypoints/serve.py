@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from term2.app.prompting import PromptService
 
 SHUTDOWN_GRACE_S = 2.0
+# A session request that came with `initialize` is answered before the turn part starts loading (the
+# two would share one interpreter); this bounds the wait if that request opens no session (a list).
+FIRST_SESSION_FIRST_S = 2.0
 
 
 class _Startup:
@@ -59,6 +62,8 @@ class _Startup:
         self._prompts: PromptService | None = None
         self._error: BaseException | None = None
         self._keeping = False
+        self._session_asked = False  # a session request waits (or waited) for the session part
+        self._session_opened = anyio.Event()
 
     async def build(self) -> None:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
@@ -71,6 +76,9 @@ class _Startup:
             self._sessions_ready.set()
         try:
             if self._app is not None:
+                if self._session_asked:  # answer it first: it has the interpreter to itself
+                    with anyio.move_on_after(FIRST_SESSION_FIRST_S):
+                        await self._session_opened.wait()
                 await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
                 self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
         except Exception as exc:
@@ -103,6 +111,7 @@ class _Startup:
 
     async def methods(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> SessionMethods:
         """The session methods for the negotiated version, once sessions can be served."""
+        self._session_asked = True
         await self._sessions_ready.wait()
         if self._app is None:
             raise self._failed()
@@ -151,6 +160,7 @@ class _Startup:
 
     def _on_session(self) -> None:
         """A session was opened: prepare the model's adapter if not yet done, and keep its connection open."""
+        self._session_opened.set()
         if not self._keeping:
             self._keeping = True
             self._tg.start_soon(self._after_session)
@@ -175,6 +185,9 @@ def _import_turn_modules() -> None:
     builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it."""
     import_lean("httpx")
     from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
+    from term2.adapters.store import codec
+
+    codec.warm()  # pydantic's schema machinery, which the first prompt's first record would otherwise load
 
 
 def _import_dependency_injector() -> None:
