@@ -58,7 +58,7 @@ def _entries() -> TypeAdapter[HistoryEntry]:
 
 
 def warm() -> None:
-    """Build the history schema now (in start-up's worker thread) rather than in the first prompt's record (ADR 0048)."""
+    """Build the history schema in start-up's worker thread, not in the first prompt's record (ADR 0048)."""
     _entries()
 
 
