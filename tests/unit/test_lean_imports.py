@@ -16,7 +16,8 @@ from term2.app.entrypoints.lean_imports import import_lean
 for module in ("dependency_injector.providers", "dependency_injector.containers"):
     import_lean(module)
 import dependency_injector.wiring  # what the containers import: it probes web frameworks
-print(json.dumps(sorted(m for m in ("starlette", "fastapi", "werkzeug", "yaml", "pydantic_settings") if m in sys.modules)))
+unwanted = ("starlette", "fastapi", "werkzeug", "yaml", "pydantic_settings")
+print(json.dumps(sorted(m for m in unwanted if m in sys.modules)))
 """
 
 
