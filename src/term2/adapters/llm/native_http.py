@@ -215,7 +215,8 @@ class SSEClient:
         target = httpx.URL(url)
         if self._keeping is None or target.scheme not in ("http", "https") or not target.host:
             return
-        host, port = target.host, target.port or (443 if target.scheme == "https" else 80)
+        # The host as httpcore dials it (IDNA-encoded, IPv6 without brackets), so the pool's dial finds it.
+        host, port = target.raw_host.decode("ascii"), target.port or (443 if target.scheme == "https" else 80)
         tls = self._tls if target.scheme == "https" else None
         self._last_used = time.monotonic()
         while time.monotonic() - self._last_used < _KEEP_WINDOW_S:
