@@ -23,6 +23,8 @@ REQUEST = b"POST /v1/chat/completions "
 def _env(llm: FakeLLMServer, relay: RecordingRelay) -> dict[str, str]:
     env = openai_env(llm)
     env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{relay.port}/v1"
+    for name in ("http_proxy", "https_proxy", "all_proxy"):  # with a proxy nothing is opened ahead (ADR 0048)
+        env[name] = env[name.upper()] = ""
     return env
 
 
