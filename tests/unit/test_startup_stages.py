@@ -90,6 +90,7 @@ class _App:
         self.fail = fail
         self.asked = threading.Event()
         self.preloaded = False
+        self.kept = False
 
     def prompts(self) -> _Prompts:
         self.asked.set()
@@ -100,6 +101,12 @@ class _App:
 
     async def preload(self) -> None:
         self.preloaded = True
+
+    def native_wire(self) -> bool:
+        return True
+
+    async def keep_connected(self) -> None:
+        self.kept = True
 
     async def background(self, *, task_status: Any) -> None:
         task_status.started()
@@ -121,16 +128,14 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         startup = _startup(app, tg, monkeypatch)
         tg.start_soon(startup.build)
         with anyio.fail_after(10):
-            methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
-        await anyio.sleep(0.05)
-        assert not startup._turns_wanted.is_set() and not app.asked.is_set()  # it waits for a session
-        with anyio.fail_after(10):
-            reply = await methods.new({"cwd": "/w", "mcpServers": []})
-        assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
-        with anyio.fail_after(10):
-            while not app.asked.is_set():  # opening the session started loading the turn part
+            while not app.asked.is_set():  # the turn part loads at once, without waiting for a session (ADR 0048)
                 await anyio.sleep(0.01)
-        assert not app.preloaded  # and preparing the adapter waits for it
+        with anyio.fail_after(10):
+            methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            reply = await methods.new({"cwd": "/w", "mcpServers": []})  # and a session does not wait for it
+        assert reply == {"sessionId": "s1"} and app.sessions.created == ["/w"]
+        assert not app.preloaded and not app.kept  # preparing the adapter and its connection wait for it
 
         with anyio.fail_after(10):
             await methods.cancel({"sessionId": "s9"})  # no turn can run yet: returns at once, loads nothing
@@ -155,8 +160,40 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
         assert app.turn_part.calls == [("admit", "s1"), ("cancel", "s1")]  # it started cancelled
         assert answer == [{"stopReason": "cancelled"}]
         with anyio.fail_after(10):
-            while not app.preloaded:  # preloading waited for the turn part too
+            while not app.kept:  # preloading waited for the turn part too, then the connection was opened ahead
                 await anyio.sleep(0.01)
+        assert app.preloaded
+
+
+@pytest.mark.anyio
+async def test_a_session_asked_for_with_initialize_is_answered_before_the_turn_part_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The two would share one interpreter: the session the editor waits for goes first (ADR 0048)."""
+    monkeypatch.setattr(serve, "FIRST_SESSION_FIRST_S", 600.0)  # the bound is for a request that opens none
+    app = _App()
+    turn_part_started_before_the_session: list[bool] = []
+    new = app.sessions.new
+
+    async def observed_new(cwd: str) -> _Opened:
+        # Give a turn part that does not wait every chance to start (it would within this bound; a
+        # loaded machine can only make the check pass on the old code, never fail on the new).
+        turn_part_started_before_the_session.append(await anyio.to_thread.run_sync(app.asked.wait, 3.0))
+        return await new(cwd)
+
+    monkeypatch.setattr(app.sessions, "new", observed_new)
+    async with anyio.create_task_group() as tg:
+        startup = _startup(app, tg, monkeypatch)
+        tg.start_soon(startup.build)
+        with anyio.fail_after(10):
+            methods = await startup.methods(_Connection(), 1, ClientCaps())  # type: ignore[arg-type]
+            await methods.new({"cwd": "/w", "mcpServers": []})
+        assert turn_part_started_before_the_session == [False]
+        with anyio.fail_after(10):
+            while not app.asked.is_set():  # and once it is answered, the turn part loads
+                await anyio.sleep(0.01)
+        app.gate.set()
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.anyio

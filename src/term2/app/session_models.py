@@ -170,5 +170,8 @@ class FollowingModel:
     async def prepare(self) -> None:
         await self._current().prepare()
 
+    async def keep_connected(self) -> None:
+        await self._current().keep_connected()
+
     async def aclose(self) -> None:
         """Nothing of its own: the providers belong to SessionModels and the root closes them."""

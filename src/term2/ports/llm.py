@@ -233,6 +233,16 @@ class LLMProvider(Protocol):
         """
         ...
 
+    async def keep_connected(self) -> None:
+        """Keep a connection to the model's endpoint open, no request sent on it, for the next request to take.
+
+        Runs while the process idles (it returns by itself after a while, or at
+        once where there is nothing to open), in the background once a session
+        exists, so that the first request does not pay the TCP and TLS
+        handshakes. Never raises: a failure leaves the request to dial as usual.
+        """
+        ...
+
     async def aclose(self) -> None:
         """Release background workers and HTTP clients; called once at shutdown."""
         ...

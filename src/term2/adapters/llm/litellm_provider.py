@@ -203,6 +203,9 @@ class LiteLLMProvider:
         except Exception as exc:  # a broken install surfaces as a port error, at the first prompt too
             raise LLMError(f"Cannot load the LLM library for {self._settings.model}: {exc}") from exc
 
+    async def keep_connected(self) -> None:
+        """Not done: litellm owns its HTTP clients and offers no way to open one ahead (ADR 0048)."""
+
     async def aclose(self) -> None:
         """Stop litellm's background worker and close its cached clients (no-op if never loaded)."""
         if self._closed:

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import os
 import ssl
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
+import httpcore
 import httpx
 import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
+from term2.adapters.llm.kept_connection import KeepingBackend
 from term2.adapters.llm.mended_events import StreamMender
 from term2.adapters.llm.sse import WHOLE_EVENT, SSEDecoder, SSEEvent, event_json
 from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
@@ -36,6 +39,13 @@ _MAX_ERROR_BODY = 64 * 1024
 _MAX_WHOLE_BODY = 64 * 1024 * 1024  # a non-streamed answer (`stream = false`), read whole
 _CLOSE_GRACE_S = 5.0
 _DRAIN_S = 1.0
+# A connection opened ahead is handed to a request only while younger than this (servers keep idle
+# connections for 60 s or more: nginx 75, most providers longer); one is reopened every _REOPEN_S while
+# the process is idle, for at most _KEEP_WINDOW_S after the last request or session.
+_KEPT_MAX_AGE_S = 30.0
+_REOPEN_S = 15.0
+_KEEP_WINDOW_S = 300.0
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
 
 
 def timeout_for(seconds: float) -> httpx.Timeout:
@@ -154,20 +164,78 @@ class SSEClient:
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._making: anyio.Lock | None = None  # made in the event loop, on first use
+        self._keeping: KeepingBackend | None = None
+        self._tls: ssl.SSLContext | None = None  # the pool's, for a connection opened ahead
+        self._opening: anyio.Event | None = None  # set while a connection is being opened ahead
+        self._last_used = time.monotonic()
 
     def _new_client(self) -> httpx.AsyncClient:
         # Building one loads httpcore and, for https, the CA bundle (~0.1 s): done in a worker thread.
+        verify = tls_for(self._api_base, os.environ)
         return httpx.AsyncClient(
-            verify=tls_for(self._api_base, os.environ),
-            transport=self._transport,
+            verify=verify,
+            transport=self._transport if self._transport is not None else self._keeping_transport(verify),
             timeout=self._timeout,
             follow_redirects=False,
             headers={"user-agent": _USER_AGENT},
             trust_env=True,  # honour HTTPS_PROXY / SSL_CERT_FILE like the SDKs do
         )
 
+    def _keeping_transport(self, verify: ssl.SSLContext | bool) -> httpx.AsyncHTTPTransport | None:
+        """httpx's own transport (same TLS, limits, environment) whose pool can take a connection opened
+        ahead (`kept_connection`); None, and httpx's plain default, where no connection is opened ahead:
+        through a proxy (the pre-dial would bypass it) or an httpx whose pool is not the one known here."""
+        if any(value for key, value in os.environ.items() if key.lower() in _PROXY_VARS):
+            return None
+        transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=True)
+        pool = getattr(transport, "_pool", None)
+        if type(pool) is not httpcore.AsyncConnectionPool:
+            return None
+        backend = getattr(pool, "_network_backend", None)
+        tls = getattr(pool, "_ssl_context", None)
+        if not isinstance(backend, httpcore.AsyncNetworkBackend) or not isinstance(tls, ssl.SSLContext):
+            return None
+        self._keeping = KeepingBackend(backend, _KEPT_MAX_AGE_S)
+        self._tls = tls
+        pool._network_backend = self._keeping
+        return transport
+
     async def prepare(self) -> None:
         await self._get_client()
+
+    async def keep_connected(self, url: str) -> None:
+        """Keep a connection to ``url``'s endpoint open, no request sent on it, for the next request to take.
+
+        Opened now, and again while the process stays idle (a kept connection
+        ages out before a server's keep-alive would close it), for up to
+        `_KEEP_WINDOW_S` after the last request. Every failure is silent: the
+        real request dials as it would have.
+        """
+        try:
+            await self._get_client()
+        except LLMError:
+            return
+        target = httpx.URL(url)
+        if self._keeping is None or target.scheme not in ("http", "https") or not target.host:
+            return
+        # The host as httpcore dials it (IDNA-encoded, IPv6 without brackets), so the pool's dial finds it.
+        host, port = target.raw_host.decode("ascii"), target.port or (443 if target.scheme == "https" else 80)
+        tls = self._tls if target.scheme == "https" else None
+        self._last_used = time.monotonic()
+        while time.monotonic() - self._last_used < _KEEP_WINDOW_S:
+            if not self._keeping.holds(host, port, younger_than=_REOPEN_S):
+                await self._open_ahead(self._keeping, host, port, tls)
+            await anyio.sleep(_REOPEN_S)
+
+    async def _open_ahead(self, keeping: KeepingBackend, host: str, port: int, tls: ssl.SSLContext | None) -> None:
+        opening = self._opening = anyio.Event()
+        try:
+            await keeping.open(host, port, tls, timeout=self._timeout.connect)
+        except Exception as exc:  # the real request dials and reports its own failure
+            log.debug("connection opened ahead failed", model=self._model, error=str(exc))
+        finally:
+            self._opening = None
+            opening.set()
 
     async def _get_client(self) -> httpx.AsyncClient:
         """The client, built once; a request made while `prepare` builds it waits for that one."""
@@ -187,6 +255,9 @@ class SSEClient:
         self, url: str, headers: Mapping[str, str], body: dict[str, Any]
     ) -> AsyncGenerator[SSEEvent, None]:
         """POST ``body`` and yield its events; raise the port's errors; always close the response."""
+        self._last_used = time.monotonic()
+        if self._opening is not None:  # a connection being opened ahead is the one this request should take
+            await self._opening.wait()
         try:
             client = await self._get_client()
             request = client.build_request("POST", url, headers=dict(headers), json=body)
@@ -222,6 +293,7 @@ class SSEClient:
             # before the socket is closed, and the provider would keep generating.
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE_S):
                 await response.aclose()
+            self._last_used = time.monotonic()
 
     async def whole(self, url: str, headers: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` for a JSON answer (not a stream); the port's errors as for `events`."""
@@ -260,3 +332,5 @@ class SSEClient:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+        if self._keeping is not None:
+            await self._keeping.aclose()

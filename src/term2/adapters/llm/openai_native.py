@@ -115,6 +115,10 @@ class OpenAIChatProvider:
         """Build the HTTP client (httpcore, the CA bundle) before the first request needs it."""
         await self._http.prepare()
 
+    async def keep_connected(self) -> None:
+        """Keep the endpoint's connection open ahead of the next request (`SSEClient.keep_connected`)."""
+        await self._http.keep_connected(f"{self._base}/chat/completions")
+
     async def aclose(self) -> None:
         """Close the HTTP client; idempotent, and a no-op before the first request."""
         await self._http.aclose()

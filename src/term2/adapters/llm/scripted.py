@@ -93,6 +93,9 @@ class ScriptedProvider:
     async def prepare(self) -> None:
         """Nothing to load: the script is in memory."""
 
+    async def keep_connected(self) -> None:
+        """No connection to keep."""
+
     async def aclose(self) -> None:
         self.closed = True
 

@@ -40,6 +40,7 @@ __all__ = [
     "from_micros",
     "normalise_session",
     "to_micros",
+    "warm",
 ]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -54,6 +55,11 @@ def _entries() -> TypeAdapter[HistoryEntry]:
     from pydantic import Field, TypeAdapter
 
     return TypeAdapter(Annotated[HistoryEntry, Field(discriminator="entry")])
+
+
+def warm() -> None:
+    """Build the history schema in start-up's worker thread, not in the first prompt's record (ADR 0048)."""
+    _entries()
 
 
 class CodecError(ValueError):

@@ -61,6 +61,9 @@ def _llm(chosen: ProviderSettings) -> LLMProvider:
     Only the chosen adapter's modules are imported: the others are start-up
     time a process serving one model never needs.
     """
+    if chosen.wire in ("openai", "anthropic"):
+        for module in ("httpx", "httpcore"):  # without their optional parts (see `lean_imports`)
+            import_lean(module)
     if chosen.wire == "openai":
         from term2.adapters.llm.openai_native import OpenAIChatProvider
 
@@ -281,21 +284,35 @@ class Application:
         return self.container.prompts()
 
     async def preload(self) -> None:
-        """Prepare the model's adapter in the background once a session exists, so the first prompt is quick.
+        """Prepare the model's adapter in the background, so the first prompt is quick.
 
-        For litellm that is its import (seconds); for a native wire, the HTTP
-        client (httpcore, the CA bundle). A model served natively never loads
-        litellm: that is the point of the native adapters.
+        For litellm that is its import (seconds), done only once a session
+        exists; for a native wire, the HTTP client (httpcore, the CA bundle),
+        done as soon as the turn part has loaded (ADR 0048). A model served
+        natively never loads litellm: that is the point of the native adapters.
         """
         if not self._settings.model:
             return
         try:
-            wire = self.container.llm_settings().wire
             llm = self.container.llm()  # on the event loop: the prompt path makes the same singleton there
-            if wire != "litellm":
-                await anyio.to_thread.run_sync(import_lean, "httpcore")
             await llm.prepare()
         except Exception:  # the first prompt reports it with its own error; a background task must not end the server
+            return
+
+    def native_wire(self) -> bool:
+        """The configured model is served by a native adapter (no litellm import to wait for a session)."""
+        try:
+            return bool(self._settings.model) and self.container.llm_settings().wire != "litellm"
+        except Exception:  # the first prompt reports a model that cannot be set up
+            return False
+
+    async def keep_connected(self) -> None:
+        """Keep the configured model's connection open ahead of the first request (ADR 0048); never raises."""
+        if not self._settings.model:
+            return
+        try:
+            await self.container.llm().keep_connected()
+        except Exception:  # the request dials and reports for itself
             return
 
     async def background(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -3,14 +3,16 @@
 The protocol server answers `initialize` as soon as the process is up; the
 application behind it is built in a worker thread meanwhile, in two steps.
 First the session use case (the DI container, the store, parameter checks):
-from then on `session/new`, `session/list` and `session/close` are answered.
-Then, once a session has been opened (or a turn is asked for), what a turn
-needs (the prompt use case, tools, sandbox, the model's adapter, the wire
-renderers), which `session/prompt` and replays wait for. It waits for that
-first session so as not to compete with it for the interpreter: an editor
-gets its session as soon as possible, and the user's first prompt, typed
-after that, finds the rest loaded. litellm is imported only once a session
-exists, and only for a model that no native wire serves.
+from then on `session/new`, `session/list` and `session/close` are answered,
+and wait for nothing more. Then at once, without waiting for a session (ADR
+0048), what a turn needs (the prompt use case, tools, sandbox, the model's
+adapter, the wire renderers) and, for a natively served model, its HTTP
+client and TLS context: `session/prompt` and replays wait for the turn part.
+Editors open a session as the thread opens and users type for seconds after
+that, so the warming is done by the time the first prompt comes. Once a
+session exists, a connection to the model's endpoint is opened ahead, so the
+first request does not pay the handshakes. litellm is imported only once a
+session exists, and only for a model that no native wire serves.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from term2.app.prompting import PromptService
 
 SHUTDOWN_GRACE_S = 2.0
+# A session request that came with `initialize` is answered before the turn part starts loading (the
+# two would share one interpreter); this bounds the wait if that request opens no session (a list).
+FIRST_SESSION_FIRST_S = 2.0
 
 
 class _Startup:
@@ -51,12 +56,14 @@ class _Startup:
         self._env = env
         self._tg = tg
         self._sessions_ready = anyio.Event()
-        self._turns_wanted = anyio.Event()
         self._turns_ready = anyio.Event()
+        self._warmed = anyio.Event()  # the turn part and, for a native wire, the model's HTTP client
         self._app: Application | None = None
         self._prompts: PromptService | None = None
         self._error: BaseException | None = None
-        self._preloading = False
+        self._keeping = False
+        self._session_asked = False  # a session request waits (or waited) for the session part
+        self._session_opened = anyio.Event()
 
     async def build(self) -> None:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
@@ -69,13 +76,20 @@ class _Startup:
             self._sessions_ready.set()
         try:
             if self._app is not None:
-                await self._turns_wanted.wait()
+                if self._session_asked:  # answer it first: it has the interpreter to itself
+                    with anyio.move_on_after(FIRST_SESSION_FIRST_S):
+                        await self._session_opened.wait()
                 await anyio.to_thread.run_sync(_import_turn_modules, abandon_on_cancel=True)
                 self._prompts = await anyio.to_thread.run_sync(self._app.prompts, abandon_on_cancel=True)
         except Exception as exc:
             self._failed_with(exc)
         finally:
             self._turns_ready.set()
+        try:
+            if self._app is not None and self._prompts is not None and self._app.native_wire():
+                await self._app.preload()  # litellm's import waits for a session (`_after_session`)
+        finally:
+            self._warmed.set()
 
     def _failed_with(self, exc: Exception) -> None:
         """Kept for every request that needs what failed (it is told why), and logged once."""
@@ -97,6 +111,7 @@ class _Startup:
 
     async def methods(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> SessionMethods:
         """The session methods for the negotiated version, once sessions can be served."""
+        self._session_asked = True
         await self._sessions_ready.wait()
         if self._app is None:
             raise self._failed()
@@ -116,14 +131,13 @@ class _Startup:
             self._app.sessions,
             version,
             get_turns,
-            on_session=self._preload,
+            on_session=self._on_session,
             config=self._app.config,
             notify=connection.notify,
             auth=self._app.auth,
         )
 
     async def _turns(self, connection: JsonRpcConnection, version: int, client: ClientCaps) -> Turns:
-        self._turns_wanted.set()
         await self._turns_ready.wait()
         if self._prompts is None:
             raise self._failed()
@@ -145,17 +159,22 @@ class _Startup:
         files = AcpClientFiles(connection, client) if client.fs_read or client.fs_write else None
         return Turns(self._prompts, sink, AcpApprover(connection, version, sink), files)
 
-    def _preload(self) -> None:
-        """A session was opened: load the turn part now, then prepare the model's adapter."""
-        self._turns_wanted.set()
-        if not self._preloading:
-            self._preloading = True
-            self._tg.start_soon(self._preload_when_ready)
+    def _on_session(self) -> None:
+        """A session was opened: prepare the model's adapter if not yet done, and keep its connection open."""
+        self._session_opened.set()
+        if not self._keeping:
+            self._keeping = True
+            self._tg.start_soon(self._after_session)
 
-    async def _preload_when_ready(self) -> None:
-        await self._turns_ready.wait()
-        if self._app is not None and self._prompts is not None:
-            await self._app.preload()
+    async def _after_session(self) -> None:
+        """Runs until the kept connection's idle window ends; the next session starts it again."""
+        try:
+            await self._warmed.wait()
+            if self._app is not None and self._prompts is not None:
+                await self._app.preload()  # done already for a native wire; litellm's import otherwise
+                await self._app.keep_connected()
+        finally:
+            self._keeping = False
 
     async def aclose(self) -> None:
         if self._app is not None:
@@ -167,6 +186,9 @@ def _import_turn_modules() -> None:
     builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it."""
     import_lean("httpx")
     from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
+    from term2.adapters.store import codec
+
+    codec.warm()  # pydantic's schema machinery, which the first prompt's first record would otherwise load
 
 
 def _import_dependency_injector() -> None:
