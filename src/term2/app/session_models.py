@@ -133,6 +133,13 @@ class SessionModels:
     def _default_tools(self) -> Toolbox:
         return self._parts.default_toolbox()
 
+    def forget_keys(self) -> list[LLMProvider]:
+        """The keys changed (a login or logout since start, ADR 0047): resolve every model again at its next
+        use, with the keys as they are now. Returns the adapters let go, for the caller to close."""
+        made, self._llms = list(self._llms.values()), {}
+        self._resolved.clear()
+        return made
+
     async def aclose(self) -> None:
         """Close the adapters made for switched-to models (the launcher's is the root's to close)."""
         made, self._llms = list(self._llms.values()), {}

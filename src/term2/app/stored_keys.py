@@ -57,7 +57,9 @@ class KeyRing:
             stored = {}
         self._own = {n for n in KEY_VARIABLES if env.get(n) and env.get(n) != stored.get(n)}
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
+        """Bring the mapping in step with the store; True when a key variable changed."""
+        before = {name: self._env.get(name) for name in KEY_VARIABLES}
         try:
             stored = self._store.load()
         except KeyStoreError as exc:
@@ -69,24 +71,31 @@ class KeyRing:
                 self._env[name] = stored[name]
             else:
                 self._env.pop(name, None)
+        return any(self._env.get(name) != value for name, value in before.items())
 
     def forget(self) -> list[str]:
         """Remove every stored key (ACP `logout`); the environment's own keys stay, as they were given."""
         gone = self._store.remove(KEY_VARIABLES)
-        self.refresh()
+        self.refresh()  # the caller learns of the change through KeyAuthentication
         return gone
 
 
 class KeyAuthentication:
     """ACP v1's `authenticate` and `logout` for a process serving `settings`' model (ADR 0047)."""
 
-    def __init__(self, ring: KeyRing, settings: Settings, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, ring: KeyRing, settings: Settings, env: Mapping[str, str], changed: Callable[[], None] = lambda: None
+    ) -> None:
         self._ring = ring
         self._settings = settings
         self._env = env
+        # Called when a key changed: whatever was resolved with the old keys (a provider built ahead by the
+        # warm start, ADR 0048, or by an earlier turn) is resolved again at its next use.
+        self._changed = changed
 
     def missing(self) -> str | None:
-        self._ring.refresh()  # a key `term2 login` stored since start counts
+        if self._ring.refresh():  # a key `term2 login` stored since start counts
+            self._changed()
         if not self._settings.model and with_default_model(self._settings, self._env).model:
             # the default model is chosen once, at start, from the keys present then (ADR 0045)
             return "a key is stored now, but this term2 started without any: restart the agent to use it"
@@ -98,3 +107,4 @@ class KeyAuthentication:
 
     def logout(self) -> None:
         self._ring.forget()
+        self._changed()

@@ -275,7 +275,17 @@ class Application:
         env = container.env()  # the one mapping every use case reads: a refresh reaches them all
         from term2.adapters.logging_setup import redact_also
 
-        self.auth = KeyAuthentication(KeyRing(env, key_store(env), redact_also), self._settings, env)
+        ring = KeyRing(env, key_store(env), redact_also)
+        self.auth = KeyAuthentication(ring, self._settings, env, changed=self._keys_changed)
+
+    def _keys_changed(self) -> None:
+        """A login or logout since start: the launcher's settings and adapter, and every switched-to model's,
+        are made again from the keys as they are now (the adapters let go keep no request in flight that
+        matters: a turn running now finishes on what it has)."""
+        for made in (self.container.llm_settings, self.container.llm):
+            if isinstance(made, providers.Singleton):
+                made.reset()
+        self.container.models().forget_keys()
 
     def prompts(self) -> PromptService:
         """The prompt use case with all a turn needs; the first call imports it (start-up makes
