@@ -112,6 +112,51 @@ async def test_count_prompt_falls_back_to_the_tokenize_endpoint(llama: FakeLLMSe
     assert count is not None and not count.whole and count.tokens > 0
 
 
+async def test_count_prompt_takes_llama_cpps_own_tokenize_endpoint() -> None:
+    """llama.cpp's `llama-server` has no `/extras/tokenize`; its `POST /tokenize` takes `{"content": str}` and
+    answers `{"tokens": [...]}` (its README). A stand-in that answers the count request without usage, 404s
+    the llama-cpp-python route and tokenizes on its own gives the count from there."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[tuple[str, Any]] = []
+
+    class LlamaServer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            seen.append((self.path, body))
+            if self.path == "/v1/chat/completions":
+                status, answer = 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}}]}
+            elif self.path == "/tokenize" and isinstance(body.get("content"), str):
+                status, answer = 200, {"tokens": list(range(len(body["content"]) // 4))}
+            else:
+                status, answer = 404, {"error": {"code": 404, "message": "File Not Found"}}
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), LlamaServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = ProviderSettings(model="openai/qwen", api_base=f"http://127.0.0.1:{server.server_address[1]}/v1")
+    llm = OpenAIChatProvider(settings)
+    try:
+        count = await llm.count_prompt(REQUEST)
+    finally:
+        await llm.aclose()
+        server.shutdown()
+        server.server_close()
+    assert [path for path, _ in seen] == ["/v1/chat/completions", "/extras/tokenize", "/tokenize"]
+    text = "\n".join(m.content for m in REQUEST.messages)
+    assert seen[-1][1] == {"content": text}
+    assert count == PromptCount(len(text) // 4, whole=False)
+
+
 # --------------------------------------------------------------------------- the fake, against the captures
 
 
