@@ -241,8 +241,8 @@ def test_exec_mode_auto_runs_a_command_without_a_terminal_and_read_only_refuses_
     env = exec_env(tmp_path / "home", {"TERM2_MODEL": "openai/gpt-4o-mini", **keys})
     shell = {"tool_calls": [{"name": "run_shell", "arguments": {"command": "echo hi > made.txt"}}]}
     fake_llm.push(shell, {"text": "Refused."}, shell, {"text": "Made."})
-    asked = run_piped(["make it"], env, root)  # no terminal, ask: refused as before
-    assert asked.status == 0, asked.stderr
+    asked = run_piped(["make it"], env, root)  # no terminal, ask: refused as before, and said by the status
+    assert asked.status == 6, asked.stderr
     assert not (root / "made.txt").exists()
     auto = run_piped(["--mode", "auto", "make it"], env, root)  # setsid: no controlling terminal at all
     assert auto.status == 0, auto.stderr
@@ -254,7 +254,7 @@ def test_exec_mode_auto_runs_a_command_without_a_terminal_and_read_only_refuses_
         {"text": "Refused."},
     )
     planned = run_piped(["--mode", "read-only", "change it"], env, root)
-    assert planned.status == 0, planned.stderr
+    assert planned.status == 6, planned.stderr
     assert (root / "notes.txt").read_text() == "keep\n"
     assert "read-only (Plan) mode" in _tool_results(fake_llm.requests[-1].body)[0]
     assert run_piped(["--mode", "full-access", "x"], env, root).status == 2  # not a mode: refused by the CLI

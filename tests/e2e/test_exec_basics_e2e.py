@@ -110,3 +110,36 @@ def test_sessions_lists_them_and_resume_last_continues_the_newest(fresh: Fresh) 
     assert re.fullmatch(
         rf"{session_id}  \d{{4}}-\d\d-\d\d \d\d:\d\d  {re.escape(str(fresh.root))}  first line of it and more", row
     )
+
+
+# --- a tool the turn needed was refused ------------------------------------------------
+
+SHELL = {"tool_calls": [{"name": "run_shell", "arguments": {"command": "echo hi > made.txt"}}]}
+EDIT = {"tool_calls": [{"name": "write_file", "arguments": {"path": "README.md", "content": "gone\n"}}]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "call", "why"),
+    [([], SHELL, "refused without asking (no terminal to ask on)"), (["--mode", "read-only"], EDIT, None)],
+    ids=["ask-without-a-terminal", "read-only"],
+)
+def test_a_turn_whose_tool_call_was_refused_exits_6(
+    fresh: Fresh, mode: list[str], call: dict[str, object], why: str | None
+) -> None:
+    """The model's answer after the refusal is an ordinary end of turn; before issue 31's item, status 0."""
+    fresh.llm.push(call, {"text": "I could not do it."})
+    ran = fresh.term2("exec", *mode, "--json", "run the tests and fix them", env=fresh.keyed())
+    assert ran.returncode == 6, ran.stderr
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert (result["stopReason"], result["refusedToolCalls"], result["text"]) == ("end_turn", 1, "I could not do it.")
+    assert not (fresh.root / "made.txt").exists() and (fresh.root / "README.md").read_text() == "# demo\n"
+    assert "1 tool call was refused, so the work may be incomplete (exit status 6)" in ran.stderr
+    if why is not None:
+        assert why in ran.stderr
+    plain = fresh.term2("exec", *mode, "say hi", env=fresh.keyed())  # no tool asked: still 0
+    assert (plain.returncode, plain.stdout) == (0, "echo: say hi\n"), plain.stderr
+
+
+def test_the_exit_statuses_are_in_exec_help(fresh: Fresh) -> None:
+    ran = fresh.term2("exec", "--help", env=fresh.env(COLUMNS="200"))
+    assert "6 the turn ended but a tool call it needed" in " ".join(ran.stdout.split())

@@ -142,7 +142,7 @@ def test_an_approval_is_asked_and_answered_on_the_terminal(setup: Setup, answer:
     assert "-old" in shown and "+new" in shown  # the proposed diff, before anything is written
     assert target.read_text() == "old\n"
     proc.send(answer.encode() + b"\n")
-    assert proc.wait() == 0
+    assert proc.wait() == (0 if answer == "1" else 6)  # 6: the user rejected a call the turn needed
     assert target.read_text() == written
     status = "completed" if mark == "✓" else "failed"
     assert f"{mark} edit    Write {target}  {status}" in proc.text()
@@ -206,7 +206,7 @@ def test_a_piped_prompt_is_approved_on_the_controlling_terminal_and_stdout_stays
     assert all(option in asked for option in SHELL_OPTIONS), asked
     assert not (setup.root / "ran.txt").exists()  # nothing runs before the answer
     proc.send(answer.encode() + b"\n")
-    assert proc.wait() == 0, proc.stderr
+    assert proc.wait() == (0 if answer == "y" else 6), proc.stderr
     assert (setup.root / "ran.txt").exists() is (answer == "y")
     # stdout holds exactly what it held before there was a terminal to ask on; the question is not in it
     if json_mode:
@@ -245,7 +245,7 @@ def test_keys_typed_before_the_question_do_not_answer_it(setup: Setup) -> None:
     proc.expect("choose 1-3")
     assert "not one of the options" not in proc.text()
     proc.send(b"n\n")  # had the early `y` counted, this would answer nothing and the command would have run
-    assert proc.wait() == 0, proc.stderr
+    assert proc.wait() == 6, proc.stderr  # rejected: the turn ended without a call it needed
     assert not (setup.root / "ran.txt").exists()
     assert proc.stdout == "finished\n"
 
@@ -278,7 +278,7 @@ def test_a_piped_prompt_without_a_controlling_terminal_fails_closed_as_before(se
     target = setup.outside_file()
     setup.llm.push({"tool_calls": [write_call(target, "new\n")]}, {"text": "I could not."})
     ran = setup.piped("-", stdin="edit the notes\n")  # its own session, no terminal anywhere
-    assert ran.status == 0
+    assert ran.status == 6  # the turn ended, but a call it needed was refused
     assert target.read_text() == "old\n"
     assert f"term2: refused without asking (no terminal to ask on): Allow editing {target}?" in ran.stderr
     assert ran.stdout == "I could not.\n"
@@ -291,7 +291,7 @@ def test_without_a_terminal_every_approval_fails_closed_and_stdout_is_the_answer
     target = setup.outside_file()
     setup.llm.push({"text": "let me edit", "tool_calls": [write_call(target, "new\n")]}, {"text": "I could not."})
     ran = setup.piped("edit the notes")
-    assert ran.status == 0
+    assert ran.status == 6  # the turn ended, but a call it needed was refused
     assert target.read_text() == "old\n"
     assert f"term2: refused without asking (no terminal to ask on): Allow editing {target}?" in ran.stderr
     assert ran.stdout == "I could not.\n"  # the final answer, and nothing else

@@ -220,6 +220,7 @@ async def test_json_lines_wrap_each_rendered_update_and_end_with_the_result() ->
             "cost": {"turn": 0.0123, "session": 0.05, "currency": "USD"},
         },
         "usageReported": True,
+        "refusedToolCalls": 0,
         "error": "boom",
     }
     assert err.getvalue() == "term2: cancelling\n"

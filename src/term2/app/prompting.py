@@ -45,7 +45,7 @@ from term2.domain.history import AgentMessage, HistoryEntry, UserMessage
 from term2.domain.session import SessionState
 from term2.domain.transcript import ChatMessage
 from term2.domain.turn import StopReason, TurnLimits
-from term2.ports.approval import Approver
+from term2.ports.approval import Approver, DenialReason
 from term2.ports.client_files import ClientFiles
 from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import LLMError
@@ -80,6 +80,17 @@ class TurnOutcome:
     error: str | None = None
     spent: Spent | None = None
     answered: bool = True  # False: no model answered anything (a key refused, a server down or silent)
+    refused: int = 0  # tool calls the gate refused during the turn (rejected, no one to ask, read-only)
+
+
+class RefusedCalls:
+    """Counts the turn's refused tool calls, as the gate decides them: the one place every denial passes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def note(self, _reason: DenialReason) -> None:
+        self.count += 1
 
 
 class PromptService:
@@ -161,9 +172,10 @@ class PromptService:
 
         outcome = TurnOutcome(StopReason.CANCELLED)
         meter = Meter()
+        refusals = RefusedCalls()
         try:
             with scope:
-                outcome = await self._turn(opened, prompt, emit, record, approver, meter, client_files)
+                outcome = await self._turn(opened, prompt, emit, record, approver, meter, client_files, refusals)
         except LLMError as exc:  # the user is told through the turn itself: the log keeps it, stderr stays quiet
             log.info("turn failed", session_id=session_id, kind=exc.kind, error=str(exc))
             outcome = TurnOutcome(StopReason.ERROR, str(exc))
@@ -177,7 +189,8 @@ class PromptService:
             with anyio.CancelScope(shield=True):
                 if outcome.error is not None:
                     await self._report_failure(outcome.error, emit, record)
-                outcome = replace(outcome, spent=await self._record_spending(meter, record), answered=meter.answered)
+                spent = await self._record_spending(meter, record)
+                outcome = replace(outcome, spent=spent, answered=meter.answered, refused=refusals.count)
                 await self._settle(opened, outcome, emit)
         return outcome
 
@@ -190,6 +203,7 @@ class PromptService:
         approver: Approver,
         meter: Meter,
         client_files: ClientFiles | None = None,
+        refusals: RefusedCalls | None = None,
     ) -> TurnOutcome:
         session = opened.session
         entries = await opened.history.read(self._store, session.session_id)
@@ -245,6 +259,7 @@ class PromptService:
             folder_locks=self._folder_locks,
             mode=turn_mode,
             images=self._models.takes_images(opened.session)[1],
+            refused=refusals.note if refusals is not None else None,
         )
         compactor = Compactor(llm, budget, ctx, meter, counter=llm)
         stop = await run_loop(transcript, llm, toolbox, ctx, self._limits, compactor=compactor, meter=meter)

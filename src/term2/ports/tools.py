@@ -17,7 +17,7 @@ from term2.domain.editor_exclusion import FolderId
 from term2.domain.history import HistoryEntry
 from term2.domain.images import Image
 from term2.domain.workspace import SessionAccess
-from term2.ports.approval import Approver
+from term2.ports.approval import Approver, DenialReason
 from term2.ports.client_files import ClientFiles
 from term2.ports.folder_locks import FolderLocks
 from term2.ports.llm import ToolCallRequest, ToolSpec
@@ -65,6 +65,9 @@ class ToolContext:
     # The paths whose editor turn an edit already holds, with the way it locked (ADR 0038's one_source): a
     # program on that way waits for the edit to end, so the edit's own requests there need no turn of their own.
     editor_turns: Mapping[str, tuple[FolderId, ...]] = field(default_factory=dict)
+    # Told of each call the gate refused (a rejection, no one to ask, read-only): the turn counts them, so a
+    # headless caller learns the turn could not do what it needed (`term2 exec`'s status 6, ADR 0045).
+    refused: Callable[[DenialReason], None] | None = None
 
     def approval_mode(self) -> ApprovalMode:
         """The mode the gate judges this call by: the turn's, else the session's as it is now."""

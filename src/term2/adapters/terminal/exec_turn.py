@@ -123,6 +123,9 @@ async def run_exec(
         with anyio.CancelScope(shield=True):
             await sessions.discard(session_id)
         kept = False
-    ended = Ended(session_id, outcome.stop_reason, outcome.error, outcome.spent, kept)
+    ended = Ended(session_id, outcome.stop_reason, outcome.error, outcome.spent, kept, outcome.refused)
     view.finish(ended)
+    if ended.refused and ended.stop_reason is StopReason.END_TURN:
+        calls = "1 tool call was" if ended.refused == 1 else f"{ended.refused} tool calls were"
+        view.notice(f"{calls} refused, so the work may be incomplete (exit status 6)")
     return ended

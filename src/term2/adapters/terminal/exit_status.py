@@ -13,6 +13,9 @@ USAGE = 2  # the command line, the folder or the session was refused: nothing ra
 REFUSAL = 3
 MAX_TOKENS = 4
 MAX_TURN_REQUESTS = 5
+# The turn ended normally but the gate refused at least one tool call it asked for (rejected, no terminal to
+# ask on, read-only): the work a script asked for may not be done (ADR 0045). Other endings keep their own.
+TOOLS_REFUSED = 6
 CANCELLED = 130  # Ctrl-C: the shells' 128 + SIGINT
 
 BY_STOP_REASON: dict[StopReason, int] = {
@@ -25,5 +28,7 @@ BY_STOP_REASON: dict[StopReason, int] = {
 }
 
 
-def exit_status(reason: StopReason) -> int:
+def exit_status(reason: StopReason, refused: int = 0) -> int:
+    if reason is StopReason.END_TURN and refused:
+        return TOOLS_REFUSED
     return BY_STOP_REASON[reason]

@@ -46,6 +46,7 @@ def result_of(ended: Ended, usage: RenderUsage, text: str = "", duration_ms: int
         "turns": spent.requests if spent is not None else 0,
         "usage": counts,
         "usageReported": spent is not None and spent.reported,
+        "refusedToolCalls": ended.refused,  # > 0 with end_turn: exit status 6
     }
     if ended.error is not None:
         result["error"] = ended.error

@@ -18,6 +18,7 @@ class Ended:
     error: str | None = None
     spent: Spent | None = None
     kept: bool = True  # False: the session was removed (new, and its turn never reached a model)
+    refused: int = 0  # tool calls the gate refused during the turn
 
 
 class ExecView(Protocol):

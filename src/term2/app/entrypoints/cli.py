@@ -82,7 +82,8 @@ def exec_(
     Into a pipe, stdout is the final answer; with --json, the update stream.
     Exit status: 0 end of turn, 1 error, 2 refused before the turn (command
     line, configuration, no model or key, folder, session), 3 refusal, 4 max
-    tokens, 5 max turn requests, 130 cancelled (Ctrl-C; a second Ctrl-C quits
+    tokens, 5 max turn requests, 6 the turn ended but a tool call it needed
+    was refused (rejected, no terminal to ask on, read-only), 130 cancelled (Ctrl-C; a second Ctrl-C quits
     at once), 141 stdout's reader went away.
 
     \b

@@ -308,7 +308,7 @@ async def _exec(
                     lambda: exit_now(exit_status.CANCELLED),
                     choose=app.config.choose,
                 )
-                status = exit_status.exit_status(ended.stop_reason)
+                status = exit_status.exit_status(ended.stop_reason, ended.refused)
             except Term2Error as exc:  # the folder, the session or its turn was refused: nothing ran
                 _say(f"error: {exc}")
                 status = exit_status.USAGE

@@ -85,6 +85,7 @@ def nested_context(ctx: ToolContext, parent_id: str, statuses: dict[str, ToolSta
         ctx.outputs,
         client_files=None,
         mode=ctx.mode,
+        refused=ctx.refused,
     )
 
 

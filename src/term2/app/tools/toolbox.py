@@ -127,6 +127,8 @@ class WorkspaceToolbox:
             # A denied call fails, whatever the reason (a client's "cancelled"
             # answer included): the turn goes on. A cancelled turn never gets
             # here; it leaves through CancelledError and is reported cancelled.
+            if ctx.refused is not None:
+                ctx.refused(denial)
             return await tracker.fail(denial_message(denial))
 
         await tracker.progress(invocation.content_on_start(call.call_id))
