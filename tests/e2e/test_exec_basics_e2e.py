@@ -143,3 +143,24 @@ def test_a_turn_whose_tool_call_was_refused_exits_6(
 def test_the_exit_statuses_are_in_exec_help(fresh: Fresh) -> None:
     ran = fresh.term2("exec", "--help", env=fresh.env(COLUMNS="200"))
     assert "6 the turn ended but a tool call it needed" in " ".join(ran.stdout.split())
+
+
+# --- --max-turns ---------------------------------------------------------------------------
+
+READ = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
+
+
+def test_max_turns_stops_the_turn_after_n_model_requests_with_status_5(fresh: Fresh) -> None:
+    """The model would go on reading for ever; `--max-turns 2` lets it ask twice, over the default of 50."""
+    fresh.llm.push(READ, READ, READ, READ, {"text": "done"})
+    ran = fresh.term2("exec", "--json", "--max-turns", "2", "read it again and again", env=fresh.keyed())
+    assert ran.returncode == 5, ran.stderr
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert (result["stopReason"], result["turns"]) == ("max_turn_requests", 2)
+    assert len(fresh.llm.requests) == 2
+    # over the configured limit too, and refused below 1 before anything runs
+    wide = fresh.term2("exec", "--json", "--max-turns", "3", "go", env=fresh.keyed(TERM2_MAX_TURN_REQUESTS="1"))
+    assert wide.returncode == 0, wide.stderr
+    assert json.loads(wide.stdout.splitlines()[-1])["turns"] == 3
+    zero = fresh.term2("exec", "--max-turns", "0", "go", env=fresh.keyed())
+    assert zero.returncode == 2 and zero.stdout == ""

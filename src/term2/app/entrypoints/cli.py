@@ -57,6 +57,12 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
     "--resume", metavar="ID", help="Continue the session ID (made here or in an editor); `last`: the newest here."
 )
 @click.option("--continue", "newest", is_flag=True, help="Continue the newest session in the folder.")
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="At most N model requests in this turn (default: max_turn_requests, 50); then exit status 5.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line: the updates, then the result.")
 @click.option("-o", "--output-last-message", "output", metavar="FILE", help="Also write the final answer to FILE.")
 @click.option("--verbose", is_flag=True, help="Show the model's thinking, and term2's info logs on stderr.")
@@ -69,6 +75,7 @@ def exec_(
     cd: str | None,
     resume: str | None,
     newest: bool,
+    max_turns: int | None,
     as_json: bool,
     output: str | None,
     verbose: bool,
@@ -94,6 +101,7 @@ def exec_(
       term2 exec --json "list the TODOs" | jq -r 'select(.type=="result") | .text'
       term2 exec -o answer.md "summarise README.md"
       term2 exec --resume last "now add tests for it"
+      term2 exec --mode auto --max-turns 20 "run the tests and fix them"
       term2 sessions
 
     \b
@@ -113,7 +121,9 @@ def exec_(
 
     if resume and newest:
         raise click.UsageError("--resume and --continue cannot be used together")
-    options = ExecOptions(prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode, output)
+    options = ExecOptions(
+        prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode, output, max_turns=max_turns
+    )
     launch_exec(options, _env())
 
 

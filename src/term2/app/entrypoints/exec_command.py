@@ -20,7 +20,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 import anyio
@@ -52,6 +52,7 @@ class ExecOptions:
     verbose: bool = False
     mode: str | None = None  # --mode: ask, auto or read-only (ADR 0044); None: ask, or a resumed session's own
     output_last_message: str | None = None  # -o FILE: the final answer written there too
+    max_turns: int | None = None  # --max-turns N: this run's model requests, over `max_turn_requests`
 
 
 def refuse(message: str, extra: tuple[str, ...] = (), status: int = exit_status.USAGE) -> NoReturn:
@@ -85,6 +86,8 @@ def settings_for(options: ExecOptions, env: Mapping[str, str]) -> Settings:
         refuse(str(exc))
     except ModelResolutionError as exc:
         refuse(str(exc), exc.candidates)
+    if options.max_turns is not None:  # this run only: the per-turn limit, with its own stop reason and status 5
+        settings = replace(settings, max_turn_requests=options.max_turns)
     return settings
 
 
