@@ -36,6 +36,7 @@ A reply (every key optional):
    "error_after": N,                        # send N content deltas, then an in-stream error
    "delay_first_byte": 0.0, "chunk_delay": 0.0,
    "stall_after": N, "stall_seconds": 30.0,  # after N content deltas, go silent
+   "hold": "name",                          # before the first byte, wait until the test calls release("name")
    "gather": {"name": "g", "count": N},     # after the first content delta, hold until N streams of that
                                             # name have sent theirs (a barrier: streams open together)
    "max_prompt_chars": N,                   # this reply is only given to a prompt of <= N chars:
@@ -275,6 +276,7 @@ class FakeLLMState:
     responder: Callable[[RecordedRequest], Reply | None] | None = None
     llama_cpp: LlamaSettings | None = None  # answer the OpenAI routes as llama-cpp-python's server does
     gathered: dict[str, int] = field(default_factory=dict)  # first deltas sent, per "gather" name
+    released: set[str] = field(default_factory=set)  # "hold" names the test let go
     tokenized: int = 0  # llama.cpp-like `/extras/tokenize` calls answered
 
     def push(self, *replies: Reply) -> None:
@@ -553,6 +555,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # as llama-cpp-python's server does after a failed stream
                 return
             reply = admission.reply
+            if reply.get("hold"):
+                self._hold(str(reply["hold"]))
             self._pause(float(reply.get("delay_first_byte", 0.0)))
             if reply.get("status"):
                 self._send_error_reply(protocol, reply)
@@ -616,6 +620,14 @@ class _Handler(BaseHTTPRequestHandler):
                     self._gather(reply["gather"])
                 if stall_after is not None and sent == int(stall_after):
                     self._pause(float(reply.get("stall_seconds", 30.0)))
+
+    def _hold(self, name: str) -> None:
+        """Answer nothing until the test releases `name`: a model that is slow for exactly as long as a test needs."""
+        while True:
+            with self.state.lock:
+                if name in self.state.released:
+                    return
+            self._pause(0.02)  # notices a client that hangs up, and the server stopping
 
     def _gather(self, gather: dict[str, Any]) -> None:
         """Count this stream's first delta under the name, then hold until `count` streams have sent theirs."""
@@ -978,6 +990,11 @@ class FakeLLMServer:
 
     def push(self, *replies: Reply) -> None:
         self.state.push(*replies)
+
+    def release(self, name: str) -> None:
+        """Let the replies held under `name` ("hold") answer."""
+        with self.state.lock:
+            self.state.released.add(name)
 
     @property
     def responder(self) -> Callable[[RecordedRequest], Reply | None] | None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from term2.adapters.terminal.approver import ControllingTerminal
     from term2.adapters.terminal.console_view import ConsoleView
     from term2.adapters.terminal.exec_turn import ExecRequest
+    from term2.adapters.terminal.progress import Progress
     from term2.adapters.terminal.view import ExecView
     from term2.ports.approval import Approver
 
@@ -191,8 +192,11 @@ def _script_stdout() -> TextIO:
     return QuietPipe(raw, encoding="utf-8", errors="replace", line_buffering=True)
 
 
-def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approver, ControllingTerminal | None]:
-    """The view, the approver, and the controlling terminal opened for it (the caller closes it at exit).
+def compose(
+    options: ExecOptions, stdin_answers: bool
+) -> tuple[ExecView, Approver, ControllingTerminal | None, Progress | None]:
+    """The view, the approver, the controlling terminal opened for it (the caller closes it at exit), and the
+    progress shown on stderr in the script modes (the caller runs it during the turn).
 
     Answers come from stdin when it is a terminal not spent on the prompt;
     otherwise from `/dev/tty`, whose question is drawn where the rich view
@@ -203,15 +207,21 @@ def compose(options: ExecOptions, stdin_answers: bool) -> tuple[ExecView, Approv
     from term2.adapters.terminal.console_view import terminal_console, tty_console
 
     view, drawn = _view(options)
-    hold = drawn.paused if drawn is not None else nullcontext  # the live area is held off while a question waits
+    progress = None
+    if drawn is None:  # a script's stdout: progress goes to stderr, in place on a terminal
+        from term2.adapters.terminal.progress import Progress
+
+        view = progress = Progress(view, sys.stderr, sys.stderr.isatty())
+    # the live area (or the progress line) is held off while a question waits
+    hold = drawn.paused if drawn is not None else progress.paused if progress is not None else nullcontext
     if stdin_answers and (drawn is not None or sys.stderr.isatty()):
         console = drawn.console if drawn is not None else terminal_console(stderr=True)
-        return view, asking_on(console, sys.stdin.fileno(), hold), None
+        return view, asking_on(console, sys.stdin.fileno(), hold), None, progress
     tty = ControllingTerminal.open()
     if tty is not None:
         console = drawn.console if drawn is not None else tty_console(tty.file, tty.fd)
-        return view, asking_on(console, tty.fd, hold), tty
-    return view, NoTerminalApprover(sys.stderr), None
+        return view, asking_on(console, tty.fd, hold), tty, progress
+    return view, NoTerminalApprover(sys.stderr), None, progress
 
 
 def _view(options: ExecOptions) -> tuple[ExecView, ConsoleView | None]:
@@ -261,13 +271,13 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
         effort=options.effort,
         mode=options.mode,
     )
-    view, approver, tty = compose(options, stdin_answers)
+    view, approver, tty, progress = compose(options, stdin_answers)
     if options.output_last_message:
         from term2.adapters.terminal.final_text import AnswerToFile
 
         view = AnswerToFile(view, options.output_last_message)
     try:
-        status = anyio.run(_exec, settings, env, request, view, approver, backend="asyncio")
+        status = anyio.run(_exec, settings, env, request, view, approver, progress, backend="asyncio")
     except KeyboardInterrupt:  # before the turn could take Ctrl-C over: nothing ran
         status = exit_status.CANCELLED
     finally:
@@ -282,7 +292,12 @@ def _say(text: str) -> None:
 
 
 async def _exec(
-    settings: Settings, env: Mapping[str, str], request: ExecRequest, view: ExecView, approver: Approver
+    settings: Settings,
+    env: Mapping[str, str],
+    request: ExecRequest,
+    view: ExecView,
+    approver: Approver,
+    progress: Progress | None = None,
 ) -> int:
     import structlog
 
@@ -300,6 +315,8 @@ async def _exec(
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(app.background)
+            if progress is not None:
+                tg.start_soon(progress.run)
             try:
                 prompts = await anyio.to_thread.run_sync(app.prompts)
                 ended = await run_exec(

@@ -1,0 +1,124 @@
+"""Issue 31 part 3, `term2 exec`'s progress on stderr while the model is slow, through the real process.
+
+The fake model holds its answer until the test has seen the progress it
+expects and releases it (`"hold"`), so nothing here depends on how fast the
+machine is: the wait lasts exactly as long as the test needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fresh_home import Fresh, fresh_home
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[Fresh]:
+    with fresh_home(tmp_path) as made:
+        yield made
+
+
+def _start(fresh: Fresh, args: list[str], stderr: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "term2", "exec", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=fresh.keyed(),
+        cwd=fresh.root,
+        start_new_session=True,  # no controlling terminal
+    )
+
+
+class _Collect:
+    """Everything read from an fd, by a thread; `until` waits for a text to appear."""
+
+    def __init__(self, fd: int) -> None:
+        self.data = b""
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the pty's last writer closed
+                return
+            if not chunk:
+                return
+            with self._lock:
+                self.data += chunk
+
+    def text(self) -> str:
+        with self._lock:
+            return self.data.decode("utf-8", "replace")
+
+    def until(self, needle: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            assert proc.poll() is None, f"exited {proc.returncode} before {needle!r}: {self.text()}"
+            assert time.monotonic() < deadline, f"{needle!r} never came: {self.text()}"
+            select.select([], [], [], 0.05)
+
+    def join(self) -> None:
+        self._thread.join(10)
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["final-text", "json"])
+def test_plain_progress_lines_on_a_piped_stderr_and_stdout_unchanged(fresh: Fresh, as_json: bool) -> None:
+    fresh.llm.push({"hold": "slow", "text": "done at last"})
+    args = ["--json", "go"] if as_json else ["go"]
+    proc = _start(fresh, args, subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    errors = _Collect(proc.stderr.fileno())
+    errors.until("term2: waiting for the model… ", proc)
+    fresh.llm.release("slow")
+    out = proc.stdout.read().decode()
+    assert proc.wait(90) == 0, errors.text()
+    errors.join()
+    lines = errors.text().splitlines()
+    assert lines and all(line.startswith("term2: waiting for the model… ") for line in lines), lines
+    assert "\r" not in errors.text() and "\x1b" not in errors.text()  # plain lines for a log
+    if as_json:
+        parsed = [json.loads(line) for line in out.splitlines()]
+        assert parsed[-1]["type"] == "result" and parsed[-1]["text"] == "done at last"
+        assert all(p["type"] == "update" for p in parsed[:-1])
+    else:
+        assert out == "done at last\n"
+
+
+def test_a_status_line_on_a_terminal_stderr_is_drawn_in_place_and_erased(fresh: Fresh) -> None:
+    """stdout a pipe, stderr a terminal (`term2 exec … > answer.txt` at a shell): the line is redrawn with a
+    carriage return and erased before anything else is written there; stdout is the answer alone."""
+    master, slave = pty.openpty()
+    fresh.llm.push({"hold": "slow", "text": "done at last"})
+    proc = _start(fresh, ["go"], slave)
+    os.close(slave)
+    assert proc.stdout is not None
+    errors = _Collect(master)
+    try:
+        errors.until("waiting for the model… ", proc)
+        fresh.llm.release("slow")
+        out = proc.stdout.read().decode()
+        assert proc.wait(90) == 0, errors.text()
+        errors.join()
+    finally:
+        os.close(master)
+    drawn = errors.text()
+    # only the line, redrawn over itself, and erased for good when the turn ended: nothing left on the row
+    status = r"\r\x1b\[2Kterm2: waiting for the model… \d+ s( · [\d,]+ tokens)?"
+    assert re.fullmatch(rf"({status}|\r\x1b\[2K)*{status}(\r\x1b\[2K)+", drawn), repr(drawn)
+    assert out == "done at last\n"
