@@ -122,3 +122,20 @@ def test_a_status_line_on_a_terminal_stderr_is_drawn_in_place_and_erased(fresh: 
     status = r"\r\x1b\[2Kterm2: waiting for the model… \d+ s( · [\d,]+ tokens)?"
     assert re.fullmatch(rf"({status}|\r\x1b\[2K)*{status}(\r\x1b\[2K)+", drawn), repr(drawn)
     assert out == "done at last\n"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["final-text", "json"])
+def test_each_retry_is_one_plain_line_on_stderr(fresh: Fresh, as_json: bool) -> None:
+    """Two 503s, then the answer: two lines saying so, no JSON log line, stdout as without retries."""
+    fresh.llm.push({"status": 503}, {"status": 503}, {"text": "done at last"})
+    ran = fresh.term2("exec", *(["--json"] if as_json else []), "go", env=fresh.keyed())
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.splitlines()
+    assert len(lines) == 2, ran.stderr
+    for attempt, line in zip((2, 3), lines, strict=True):
+        assert re.fullmatch(rf"term2: Retrying in [\d.]+ s \({attempt}/6\): .+", line), line
+    assert "{" not in ran.stderr
+    if as_json:
+        assert json.loads(ran.stdout.splitlines()[-1])["text"] == "done at last"
+    else:
+        assert ran.stdout == "done at last\n"

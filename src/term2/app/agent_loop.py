@@ -246,7 +246,8 @@ async def _respond(
             if wait is None or (exc.retry_limit is not None and failed > exc.retry_limit):
                 raise
             notice = retry_notice(wait, failed + 1, policy, exc.kind, exc.status)
-            log.warning("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))
+            # info: the user is told through the turn (the notice below); the log file keeps it (ADR 0045)
+            log.info("retrying model request", session_id=ctx.session_id, wait=round(wait, 3), error=str(exc))
         # A notice of its own (not part of any answer, not recorded): progress, not conversation.
         await ctx.emit(Notice(new_id("thought"), notice, "warning", fallback="thought"))
         await backoff.sleep(wait)

@@ -105,6 +105,10 @@ class ConsoleView:
     # -- the sink ---------------------------------------------------------------------
 
     async def send(self, session_id: str, event: SessionEvent) -> None:
+        if isinstance(event, Notice) and event.severity != "info" and event.fallback is not None:
+            self._end_message()  # a retry: one line, shown even where thoughts are hidden
+            self.notice(event.text)
+            return
         if isinstance(event, Notice):  # the terminal draws news as the thought or message it was
             chunk = event.as_chunk()
             if chunk is None:

@@ -20,7 +20,15 @@ from typing import TextIO
 import anyio
 
 from term2.adapters.terminal.view import Ended, ExecView
-from term2.ports.updates import MessageChunk, SessionEvent, StateChanged, ToolCallChanged, UsageChanged, WholeMessage
+from term2.ports.updates import (
+    MessageChunk,
+    Notice,
+    SessionEvent,
+    StateChanged,
+    ToolCallChanged,
+    UsageChanged,
+    WholeMessage,
+)
 
 PLAIN_EVERY_S = 5.0  # a CI log gets one line per this many seconds of waiting, no more
 REDRAW_EVERY_S = 0.5  # the terminal's line is redrawn this often
@@ -47,6 +55,8 @@ class Progress:
     async def send(self, session_id: str, event: SessionEvent) -> None:
         self._erase()
         self._follow(event)
+        if isinstance(event, Notice) and said_on_stderr(event):  # a retry: one plain line, whatever the view does
+            self._inner.notice(event.text)
         await self._inner.send(session_id, event)
 
     def notice(self, text: str) -> None:
@@ -122,3 +132,8 @@ class Progress:
             self._errors.write(ERASE)
             self._errors.flush()
             self._drawn = False
+
+
+def said_on_stderr(event: Notice) -> bool:
+    """News an editor shows as text and a script's reader must see too: a retry of the model request."""
+    return event.severity != "info" and event.fallback is not None
