@@ -139,3 +139,23 @@ def test_each_retry_is_one_plain_line_on_stderr(fresh: Fresh, as_json: bool) -> 
         assert json.loads(ran.stdout.splitlines()[-1])["text"] == "done at last"
     else:
         assert ran.stdout == "done at last\n"
+
+
+def test_a_model_silent_past_first_token_timeout_is_retried_with_one_line(fresh: Fresh) -> None:
+    """The first request is held for ever (never released): `first_token_timeout` (1 s here) ends it, the
+    retry is one line on stderr, and the second request answers. Before, only request_timeout (600 s) would."""
+    fresh.llm.push({"hold": "never", "text": "lost"}, {"text": "done at last"})
+    env = fresh.keyed(TERM2_FIRST_TOKEN_TIMEOUT="1", TERM2_REQUEST_TIMEOUT="600")
+    ran = fresh.term2("exec", "go", env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "done at last\n"
+    (line,) = [line for line in ran.stderr.splitlines() if "Retrying" in line]
+    assert re.fullmatch(r"term2: Retrying in [\d.]+ s \(2/6\): .*", line), line
+    assert len(fresh.llm.requests) == 2
+
+
+@pytest.mark.parametrize("variable", ["TERM2_FIRST_TOKEN_TIMEOUT", "TERM2_CONNECT_TIMEOUT"])
+def test_the_timeouts_are_checked_at_start(fresh: Fresh, variable: str) -> None:
+    ran = fresh.term2("exec", "go", env=fresh.keyed(**{variable: "0"}))
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert variable.removeprefix("TERM2_").lower() + " must be a positive number of seconds" in ran.stderr

@@ -17,8 +17,9 @@ own id stays in the transcript only (`call_names.py`, ADR 0021).
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -40,6 +41,7 @@ from term2.ports.llm import (
     Finished,
     IncompleteResponse,
     LLMError,
+    LLMEvent,
     LLMProvider,
     ProviderTimeout,
     ReasoningReady,
@@ -129,7 +131,9 @@ async def run_loop(
         started = anyio.current_time()
         with anyio.move_on_after(max(0.0, limits.model_time - waiting)) as bound:
             await compactor.before_request(transcript)
-            response = await _respond(transcript, llm, ctx, limits.retry, backoff, compactor, meter)
+            response = await _respond(
+                transcript, llm, ctx, limits.retry, backoff, compactor, meter, first_token=limits.first_token
+            )
         waiting += anyio.current_time() - started
         if bound.cancelled_caught:
             raise ProviderTimeout(
@@ -203,6 +207,7 @@ async def _respond(
     backoff: Backoff,
     compactor: Compactor,
     meter: Meter,
+    first_token: float = 120.0,
 ) -> _Response:
     """One model response, its request sent again while it fails transiently before any content.
 
@@ -217,7 +222,7 @@ async def _respond(
     while True:
         response = _Response(CallNamer(transcript.messages))
         try:
-            await _stream_response(transcript, llm, ctx, response, meter)
+            await _stream_response(transcript, llm, ctx, response, meter, first_token)
             return response
         except ContextWindowExceeded:
             if response.started:
@@ -255,34 +260,24 @@ async def _respond(
 
 
 async def _stream_response(
-    transcript: Transcript, llm: LLMProvider, ctx: ToolContext, response: _Response, meter: Meter
+    transcript: Transcript,
+    llm: LLMProvider,
+    ctx: ToolContext,
+    response: _Response,
+    meter: Meter,
+    first_token: float = 120.0,
 ) -> None:
-    """Stream one response into ``response``; what arrived is recorded, even when it failed or was cancelled."""
+    """Stream one response into ``response``; what arrived is recorded, even when it failed or was cancelled.
+
+    The request must bring its first text, thought or tool call within ``first_token`` seconds
+    (`first_token_timeout`), whatever the adapter: a server that accepts and stays silent, or keeps
+    a stream open with nothing in it, fails as a timeout, which the loop retries like any other.
+    """
     stream = llm.stream(transcript.request())
+    waiting = anyio.CancelScope(deadline=anyio.current_time() + first_token)
     try:
-        async for event in stream:
-            meter.answered = True
-            if isinstance(event, TextDelta):
-                if event.text:
-                    response.text.append(event.text)
-                    await ctx.emit(MessageChunk(response.message_id, event.text))
-            elif isinstance(event, ThoughtDelta):
-                if event.text:
-                    response.thought.append(event.text)
-                    await ctx.emit(MessageChunk(response.thought_id, event.text, thought=True))
-            elif isinstance(event, ToolCallReady):
-                named = response.namer.name(event.call)
-                response.calls.append(named)
-                log.debug(  # the one place that links the model's id to term2's
-                    "tool call named", session_id=ctx.session_id, call_id=named.call.call_id, sent_id=named.sent.call_id
-                )
-            elif isinstance(event, ReasoningReady):
-                response.reasoning.append(event.block)
-            elif isinstance(event, Usage):
-                response.tokens = event.input_tokens + event.output_tokens
-                meter.add(event)
-            elif isinstance(event, Finished):
-                response.finish = event.reason
+        with waiting:
+            await _read_stream(stream, ctx, response, meter, waiting)
     finally:
         with anyio.CancelScope(shield=True):
             aclose = getattr(stream, "aclose", None)
@@ -295,3 +290,38 @@ async def _stream_response(
                 await transcript.add(message)
                 if response.tokens is not None:
                     transcript.counted(response.tokens, len(transcript.messages))
+    if waiting.cancelled_caught:
+        raise ProviderTimeout(
+            f"the model sent nothing within first_token_timeout ({first_token:g} s); "
+            "raise it (TERM2_FIRST_TOKEN_TIMEOUT) for a slow model"
+        )
+
+
+async def _read_stream(
+    stream: AsyncIterator[LLMEvent], ctx: ToolContext, response: _Response, meter: Meter, waiting: anyio.CancelScope
+) -> None:
+    async for event in stream:
+        meter.answered = True
+        if isinstance(event, TextDelta | ThoughtDelta | ToolCallReady):
+            waiting.deadline = math.inf  # the model answered: from here only request_timeout bounds the stream
+        if isinstance(event, TextDelta):
+            if event.text:
+                response.text.append(event.text)
+                await ctx.emit(MessageChunk(response.message_id, event.text))
+        elif isinstance(event, ThoughtDelta):
+            if event.text:
+                response.thought.append(event.text)
+                await ctx.emit(MessageChunk(response.thought_id, event.text, thought=True))
+        elif isinstance(event, ToolCallReady):
+            named = response.namer.name(event.call)
+            response.calls.append(named)
+            log.debug(  # the one place that links the model's id to term2's
+                "tool call named", session_id=ctx.session_id, call_id=named.call.call_id, sent_id=named.sent.call_id
+            )
+        elif isinstance(event, ReasoningReady):
+            response.reasoning.append(event.block)
+        elif isinstance(event, Usage):
+            response.tokens = event.input_tokens + event.output_tokens
+            meter.add(event)
+        elif isinstance(event, Finished):
+            response.finish = event.reason

@@ -62,6 +62,8 @@ class Settings:
     retry_max_wait: float = 120.0  # seconds of backoff per model request, over all its retries
     compaction_threshold: float = 0.8  # of the usable context window; past it the next request compacts first
     turn_timeout: float = 1800.0  # seconds one turn may spend waiting on the model, over all its requests
+    connect_timeout: float = 10.0  # seconds to open a connection to the model's endpoint (the native wires)
+    first_token_timeout: float = 120.0  # seconds a model request may take to its first text, thought or tool call
     mcp_startup_timeout: float = 30.0  # seconds an MCP server the client names has to start and answer (ADR 0023)
     mcp_call_timeout: float = 300.0  # seconds one MCP tool call may take
     log_level: str | None = None  # TERM2_LOG_LEVEL: both destinations; None: warnings on stderr, info in the file
@@ -138,7 +140,7 @@ def _from_file(path: Path, named: bool = False) -> dict[str, Any]:
     if "compaction_threshold" in data:
         value = _expect((int, float), data["compaction_threshold"], f"{where}: compaction_threshold")
         out["compaction_threshold"] = float(value)
-    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout"):
+    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout", "connect_timeout", "first_token_timeout"):
         if key in data:
             out[key] = float(_expect((int, float), data[key], f"{where}: {key}"))
     _check_ranges(out, where)
@@ -246,7 +248,7 @@ def _check_ranges(values: Mapping[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: retry_max_wait must be zero or more seconds")
     if not 0.1 <= values.get("compaction_threshold", 0.8) <= 0.95:
         raise ConfigError(f"{source}: compaction_threshold must be between 0.1 and 0.95")
-    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout"):
+    for key in ("mcp_startup_timeout", "mcp_call_timeout", "turn_timeout", "connect_timeout", "first_token_timeout"):
         if not values.get(key, 1.0) > 0:  # NaN too
             raise ConfigError(f"{source}: {key} must be a positive number of seconds")
 
@@ -279,6 +281,8 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
         ("mcp_startup_timeout", float, "a number"),
         ("mcp_call_timeout", float, "a number"),
         ("turn_timeout", float, "a number"),
+        ("connect_timeout", float, "a number"),
+        ("first_token_timeout", float, "a number"),
     ):
         name = f"TERM2_{key.upper()}"
         if env.get(name):

@@ -42,6 +42,7 @@ def provider_settings(settings: Settings, env: Mapping[str, str], catalog: Model
         api_key=chosen.api_key,
         effort=settings.effort,
         timeout_s=settings.request_timeout,
+        connect_timeout_s=settings.connect_timeout,
         context_window=info.context_window if info else None,
         supports_reasoning=info.supports_reasoning if info else settings.effort is not None,
         prices=info.prices if info else None,

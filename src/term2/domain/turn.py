@@ -31,6 +31,7 @@ class TurnLimits:
     max_model_requests: int = 50
     retry: RetryPolicy = field(default_factory=RetryPolicy)  # per model request; retries are not requests
     model_time: float = 1800.0  # seconds one turn may wait on the model, all requests and retry waits included
+    first_token: float = 120.0  # seconds one request may wait for its first text, thought or tool call (retried)
 
 
 def after_response(finish: FinishReason, requested_tools: int) -> StopReason | None:

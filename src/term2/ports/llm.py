@@ -128,6 +128,7 @@ class ProviderSettings:
     api_key: str | None = field(default=None, repr=False)
     effort: str | None = None
     timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0  # opening the endpoint's connection (httpx wires; litellm keeps its own)
     context_window: int | None = None
     supports_reasoning: bool = False
     provider: str | None = None  # the catalog's provider name ("openai", "anthropic", "groq", …)

@@ -48,9 +48,10 @@ _KEEP_WINDOW_S = 300.0
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
 
 
-def timeout_for(seconds: float) -> httpx.Timeout:
-    """``timeout_s`` bounds every wait (the first byte included: it is a read); connecting gets at most 10 s."""
-    return httpx.Timeout(connect=min(10.0, seconds), read=seconds, write=seconds, pool=seconds)
+def timeout_for(seconds: float, connect: float = 10.0) -> httpx.Timeout:
+    """``timeout_s`` bounds every wait (the first byte included: it is a read); connecting gets ``connect``
+    (`connect_timeout`), never more than the request's own bound: a server that is down fails fast."""
+    return httpx.Timeout(connect=min(connect, seconds), read=seconds, write=seconds, pool=seconds)
 
 
 def tls_for(api_base: str, env: Mapping[str, str]) -> ssl.SSLContext | bool:
@@ -160,7 +161,7 @@ class SSEClient:
     def __init__(self, settings: ProviderSettings, api_base: str, transport: httpx.AsyncBaseTransport | None) -> None:
         self._model = settings.model
         self._api_base = api_base
-        self._timeout = timeout_for(settings.timeout_s)
+        self._timeout = timeout_for(settings.timeout_s, settings.connect_timeout_s)
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self._making: anyio.Lock | None = None  # made in the event loop, on first use

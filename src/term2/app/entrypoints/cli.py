@@ -115,6 +115,8 @@ def exec_(
       TERM2_LOG_LEVEL    debug, info, warning or error, on stderr and in the log file
       TERM2_REQUEST_TIMEOUT, TERM2_RETRY_MAX_ATTEMPTS
                          seconds one model request may take; attempts per request
+      TERM2_CONNECT_TIMEOUT, TERM2_FIRST_TOKEN_TIMEOUT
+                         seconds to connect (10); to the model's first token (120)
       XDG_STATE_HOME     the log file is $XDG_STATE_HOME/term2/term2.log (~/.local/state/term2/)
     """
     from term2.app.entrypoints.exec_command import ExecOptions, launch_exec

@@ -89,7 +89,12 @@ def _prices(chosen: ProviderSettings) -> Prices | None:
 
 def _limits(settings: Settings) -> TurnLimits:
     retry = RetryPolicy(max_attempts=settings.retry_max_attempts, max_wait=settings.retry_max_wait)
-    return TurnLimits(max_model_requests=settings.max_turn_requests, retry=retry, model_time=settings.turn_timeout)
+    return TurnLimits(
+        max_model_requests=settings.max_turn_requests,
+        retry=retry,
+        model_time=settings.turn_timeout,
+        first_token=settings.first_token_timeout,
+    )
 
 
 def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
