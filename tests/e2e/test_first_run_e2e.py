@@ -32,13 +32,19 @@ def fresh(tmp_path: Path) -> Iterator[Fresh]:
 # --- a first run ---------------------------------------------------------------------
 
 
+def _quiet(stderr: str) -> str:
+    """stderr less exec's progress lines, which a machine slow enough to keep the fake model waiting 5 s may
+    print (ADR 0045, part 3): what is asserted is that nothing else is said."""
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("term2: waiting for"))
+
+
 def test_the_readme_first_screen_with_only_the_openai_key_answers(fresh: Fresh) -> None:
     """`export OPENAI_API_KEY=…` then `term2 exec "explain this repository"`: the default model answers."""
     ran = fresh.term2("exec", "explain this repository", env=fresh.keyed())
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "echo: explain this repository\n"
     assert fresh.llm.requests[0].body["model"] == "gpt-5"  # the documented default for OPENAI_API_KEY
-    assert ran.stderr == ""
+    assert _quiet(ran.stderr) == ""
 
 
 REPO = Path(__file__).resolve().parents[2]
