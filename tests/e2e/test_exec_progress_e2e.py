@@ -159,3 +159,29 @@ def test_the_timeouts_are_checked_at_start(fresh: Fresh, variable: str) -> None:
     ran = fresh.term2("exec", "go", env=fresh.keyed(**{variable: "0"}))
     assert ran.returncode == 2 and ran.stdout == ""
     assert variable.removeprefix("TERM2_").lower() + " must be a positive number of seconds" in ran.stderr
+
+
+def test_the_terminal_display_says_how_long_the_model_has_been_awaited(fresh: Fresh) -> None:
+    """stdout a terminal (the full display): the live area shows the wait, and the answer replaces it."""
+    master, slave = pty.openpty()
+    fresh.llm.push({"hold": "slow", "text": "done at last"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "term2", "exec", "go"],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env={**fresh.keyed(), "COLUMNS": "100", "LINES": "30"},
+        cwd=fresh.root,
+        start_new_session=True,
+    )
+    os.close(slave)
+    screen = _Collect(master)
+    try:
+        screen.until("waiting for the model… ", proc)
+        fresh.llm.release("slow")
+        assert proc.wait(90) == 0, screen.text()
+        screen.join()
+    finally:
+        os.close(master)
+    drawn = screen.text()
+    assert drawn.index("waiting for the model… ") < drawn.index("done at last"), repr(drawn)

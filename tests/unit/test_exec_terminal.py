@@ -410,3 +410,28 @@ async def test_what_the_model_and_commands_print_is_shown_not_obeyed() -> None:
 
 def test_shown_escapes_what_a_terminal_obeys_and_keeps_the_rest() -> None:
     assert drawing.shown("a\x1b[2Kb\tc\nd\u202ee\x9b é") == "a\\x1b[2Kb\tc\nd\\u202ee\\x9b é"
+
+
+async def test_the_live_area_says_how_long_the_model_has_been_awaited_until_it_answers() -> None:
+    """Issue 31: on a terminal a slow model is not a blank screen. The line counts from the turn's start and
+    again from a call's end (its result goes back to the model), and goes once text or a call comes."""
+    con, out = console()
+    now = [100.0]
+    view = ConsoleView(con, clock=lambda: now[0])
+    await feed(view, StateChanged("running"))
+    assert view.waited() == 0 and "waiting for the model… 0 s" in _strip(out.getvalue())
+    now[0] += 12
+    view._refresh()  # a redraw of the area, as rich makes REFRESH_PER_SECOND times a second by itself
+    assert "waiting for the model… 12 s" in _strip(out.getvalue())
+    await feed(view, ToolCallChanged(edit_call(ToolStatus.IN_PROGRESS), first=True))
+    assert view.waited() is None
+    now[0] += 5
+    await feed(view, ToolCallChanged(edit_call(ToolStatus.COMPLETED), first=False))
+    assert view.waited() == 0, "the call's result went back: the model is awaited again"
+    now[0] += 3
+    view._refresh()
+    assert "waiting for the model… 3 s" in _strip(out.getvalue())
+    await feed(view, MessageChunk("m1", "done"))
+    assert view.waited() is None
+    view.finish(Ended("s", StopReason.END_TURN))
+    assert view.waited() is None

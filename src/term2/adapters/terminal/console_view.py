@@ -9,7 +9,8 @@ finished things. Thinking is dimmed, and shown only with `--verbose`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -85,13 +86,21 @@ class _LiveArea:
             last = view.live_output.get(call_id)
             if last:
                 yield Text(f"    {drawing.shown(last)}", style="dim", no_wrap=True, overflow="ellipsis")
+        waited = view.waited()
+        if waited is not None:  # redrawn with the area (auto refresh): the seconds count up by themselves
+            tokens = f" · {view.used:,} tokens" if view.used else ""
+            yield Text(f"waiting for the model… {waited} s{tokens}", style="dim")
 
 
 class ConsoleView:
     """An `ExecView` for a terminal: the `UpdateSink` the prompt use case reports the turn through."""
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
+        self._clock = clock
+        # When a model request went out and has not answered yet (ADR 0045, part 3): the live area says how
+        # long, so a slow model is not a blank screen. None: not waiting on the model.
+        self._waiting_since: float | None = None
         self.verbose = verbose
         self.message_id: str | None = None
         self.text = ""
@@ -104,7 +113,32 @@ class ConsoleView:
 
     # -- the sink ---------------------------------------------------------------------
 
+    @property
+    def used(self) -> int | None:
+        return self._context[0] if self._context is not None else None
+
+    def waited(self) -> int | None:
+        """Whole seconds the model has been awaited, or None when it is not."""
+        return None if self._waiting_since is None else int(self._clock() - self._waiting_since)
+
+    def _follow(self, event: SessionEvent) -> None:
+        """Whether a model request is out and unanswered: from the turn's start, or from the last running call's
+        end (its result goes back to the model), to the first text, thought or call; never while asking."""
+        if isinstance(event, (MessageChunk, WholeMessage)):
+            self._waiting_since = None
+        elif isinstance(event, StateChanged):
+            running = event.state == "running"
+            self._waiting_since = (self._waiting_since or self._clock()) if running else None
+        elif isinstance(event, ToolCallChanged):
+            if not event.call.status.is_final:
+                self._waiting_since = None
+            elif not (self.running.keys() - {event.call.tool_call_id}):
+                self._waiting_since = self._clock()
+
     async def send(self, session_id: str, event: SessionEvent) -> None:
+        self._follow(event)
+        if self._waiting_since is not None:
+            self._show()
         if isinstance(event, Notice) and event.severity != "info" and event.fallback is not None:
             self._end_message()  # a retry: one line, shown even where thoughts are hidden
             self.notice(event.text)
@@ -147,6 +181,7 @@ class ConsoleView:
         self._print(Text(drawing.shown(text), style="yellow"))
 
     def finish(self, ended: Ended) -> None:
+        self._waiting_since = None
         if ended.error is not None and self.message_id is not None and self.text.endswith(ended.error):
             # term2's own failure report: plain text, so `<provider>/<model>` is not taken for markup
             self.message_id, self.text, self.thought = None, "", False
@@ -158,6 +193,7 @@ class ConsoleView:
     @contextmanager
     def paused(self) -> Iterator[None]:
         """The live area cleared for a question on the terminal; it comes back with the next update."""
+        self._waiting_since = None  # the question is what waits now, not the model
         self._end_message()
         self._stop()
         self._held += 1
