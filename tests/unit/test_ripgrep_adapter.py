@@ -77,3 +77,23 @@ async def test_rg_s_own_complaint_is_reported_not_raised(root: Path) -> None:
 
     end = await RipgrepWorkspaceSearch().lines(Walk(str(root), str(root)), LineQuery("("), take)
     assert end.complaint is not None and "regex" in end.complaint and not taken
+
+
+async def test_a_killed_view_takes_the_process_bwrap_was_still_setting_up(root: Path, tmp_path: Path) -> None:
+    """A search stopped at once (its time spent, the caller gone) kills bwrap while its child may still be
+    setting the view up, before that child has its parent-death signal: killed alone, bwrap left it waiting
+    for a parent that would never answer (seen: such children of cancelled searches, asleep under pid 1 for
+    over an hour). The stand-in bwrap here forks such a child and waits; the kill must take both."""
+    import anyio
+
+    from tests.support.procs import processes_with
+
+    marker = f"{os.getpid()}4242.{int(stat.S_IMODE(os.stat(root).st_mode))}"
+    # the child first, then a line: the search has what it needs at that line and kills the view, child born
+    stand_in = _script(tmp_path / "bwrap", f"sleep {marker} &\necho ready\nexec sleep {marker}\n")
+    place = ripgrep.Place.of(str(root), str(root))
+    finished = await ripgrep.run(["--files", *ripgrep.BASE_ARGS], place, str(root), lambda chunk: False, bwrap=stand_in)
+    assert finished.stopped == "enough"
+    with anyio.fail_after(60):  # the sleeps last 1,000+ s: gone within the guard means they were killed
+        while processes_with(marker):
+            await anyio.sleep(0.05)

@@ -314,7 +314,10 @@ async def run(
     command += ["exec", JAIL, place.cwd, *rg_args, "--", place.target]
     try:
         process = await anyio.open_process(
-            command, stdin=subprocess.DEVNULL if stdin is None else stdin, env={"PATH": "/usr/bin:/bin"}
+            command,
+            stdin=subprocess.DEVNULL if stdin is None else stdin,
+            env={"PATH": "/usr/bin:/bin"},
+            start_new_session=True,  # bwrap leads a group of its own: `_kill` takes what it forked too
         )
     except OSError as err:
         raise WorkspaceSearchFailed(f"ripgrep could not be started: {err}") from err
@@ -365,9 +368,13 @@ async def _drain(process: Process, into: bytearray) -> None:
 
 
 def _kill(process: Process) -> None:
-    """SIGKILL by pid: `Popen.kill` polls first and so can reap a child the loop's watcher waits for."""
+    """SIGKILL to bwrap's process group, by its id (`Popen.kill` polls first and so can reap a child the
+    loop's watcher waits for). The group, not bwrap alone: a view stopped at once (its time spent, the
+    caller gone) may find bwrap's child still setting the view up, before it has its parent-death signal;
+    killed alone, bwrap left that child waiting forever for it. The group id is bwrap's pid, which cannot
+    be reused while bwrap is unreaped."""
     if process.returncode is None:
         try:
-            os.kill(process.pid, signal.SIGKILL)
+            os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
