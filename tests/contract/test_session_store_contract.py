@@ -185,6 +185,17 @@ async def test_save_persists_title_state_and_updated_at(store: SessionStore) -> 
     )
 
 
+async def test_additional_directories_are_kept_in_order_and_replaced_by_a_save(store: SessionStore) -> None:
+    await store.create(session("s1", additional_directories=("/work/lib", "/work/docs")))
+    got = await store.get("s1")
+    assert got is not None and got.additional_directories == ("/work/lib", "/work/docs")
+    listed = (await store.list("/work/a", None, 10)).sessions
+    assert [s.additional_directories for s in listed] == [("/work/lib", "/work/docs")]
+    await store.save(got.with_directories(()))
+    again = await store.get("s1")
+    assert again is not None and again.additional_directories == ()
+
+
 async def test_save_unknown_session_is_not_found(store: SessionStore) -> None:
     with pytest.raises(NotFound):
         await store.save(session("ghost"))

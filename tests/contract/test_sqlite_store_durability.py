@@ -261,6 +261,7 @@ async def test_a_version_1_store_is_migrated_and_keeps_its_sessions(tmp_path: Pa
     old = await store.get("s1")
     assert old is not None and old.title == "old" and (old.model, old.effort) == (None, None)
     assert old.mode is ApprovalMode.ASK  # schema 3 (ADR 0044): a session from before modes asks
+    assert old.additional_directories == ()  # schema 4 (ADR 0051): a session from before them has none
     await store.save(old.with_model("anthropic/claude-sonnet-4-5", "high").with_mode(ApprovalMode.AUTO))
     await store.aclose()
     again = SqliteSessionStore(path)

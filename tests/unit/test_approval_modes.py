@@ -120,7 +120,7 @@ def test_gate_table_over_real_tools(tmp_path: Path) -> None:
     root = canonical_root(str(tmp_path))
     workspace = Workspace(root)
     for name, invocation, kind, expected in _tool_table(root):
-        assert call_kind(invocation, root) is kind, name
+        assert call_kind(invocation, (root,)) is kind, name
         got = tuple(judged(invocation, workspace, mode)[0] for mode in (ASK, AUTO, RO))
         assert got == expected, name
         asked = [needs_approval(invocation, workspace, mode) for mode in (ASK, AUTO, RO)]

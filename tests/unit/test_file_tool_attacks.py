@@ -81,8 +81,8 @@ class SwapAfterPrepare:
     def spec(self) -> ToolSpec:
         return self.inner.spec()
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
-        invocation = self.inner.prepare(args, root)
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
+        invocation = self.inner.prepare(args, root, extra_roots)
         self.swap()
         return invocation
 
@@ -551,7 +551,7 @@ class BrokenPrepare:
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, "fails in prepare", {"type": "object"})
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         raise self.error
 
 

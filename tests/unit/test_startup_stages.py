@@ -35,7 +35,7 @@ class _Sessions:
     def __init__(self) -> None:
         self.created: list[str] = []
 
-    async def new(self, cwd: str) -> _Opened:
+    async def new(self, cwd: str, directories: Any = ()) -> _Opened:
         self.created.append(cwd)
         return _Opened(_Session(f"s{len(self.created)}"))
 
@@ -175,7 +175,7 @@ async def test_a_session_asked_for_with_initialize_is_answered_before_the_turn_p
     turn_part_started_before_the_session: list[bool] = []
     new = app.sessions.new
 
-    async def observed_new(cwd: str) -> _Opened:
+    async def observed_new(cwd: str, directories: Any = ()) -> _Opened:
         # Give a turn part that does not wait every chance to start (it would within this bound; a
         # loaded machine can only make the check pass on the old code, never fail on the new).
         turn_part_started_before_the_session.append(await anyio.to_thread.run_sync(app.asked.wait, 3.0))

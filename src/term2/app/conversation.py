@@ -82,11 +82,27 @@ not try them. Investigate, then answer with a concrete plan: the files and funct
 what order, and how to check the result. The user switches the mode when they want the plan carried out."""
 
 
-def system_prompt(root: str, tools: tuple[ToolSpec, ...], instructions: str = "", *, planning: bool = False) -> str:
+ROOTS_NOTE = (
+    "\n- Additional workspace roots: {roots}. Each is a workspace root like the first, with the same rules: "
+    "read, edit and run commands in it as in the workspace root (give `cwd` to run there); relative paths stay "
+    "relative to the workspace root, so name files in the others by their absolute path."
+)
+
+
+def system_prompt(
+    root: str,
+    tools: tuple[ToolSpec, ...],
+    instructions: str = "",
+    *,
+    planning: bool = False,
+    extra_roots: tuple[str, ...] = (),
+) -> str:
     """The system message for a turn: the facts that vary (platform, today's date) filled in here; a
-    read-only turn (ADR 0044) is told it is planning, so the model does not spend it on refused calls."""
+    read-only turn (ADR 0044) is told it is planning, so the model does not spend it on refused calls.
+    The editor's additional directories (ADR 0051) are listed beside the root, or the model would take
+    every path outside the root for one it must ask about."""
     text = render_system_prompt(
-        root=root,
+        root=root + (ROOTS_NOTE.format(roots=", ".join(extra_roots)) if extra_roots else ""),
         platform_name=f"{platform.system()} {platform.machine()}",
         today=date.today().isoformat(),
         tools=tools,

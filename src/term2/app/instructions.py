@@ -189,12 +189,16 @@ class ProjectInstructions:
     effective uid unless a test says otherwise.
     """
 
-    def __init__(self, cwd: str, *, uid: int | None = None) -> None:
-        self._cwd = cwd
+    def __init__(self, cwd: str, *, uid: int | None = None, extra_roots: tuple[str, ...] = ()) -> None:
+        self._roots = (cwd, *extra_roots)
         self._uid = os.geteuid() if uid is None else uid
         self._key: object = None
         self._text = ""
         self._ignored: tuple[Ignored, ...] = ()
+
+    def with_roots(self, extra_roots: tuple[str, ...]) -> None:
+        """The session's additional directories changed (a load or resume): read from the new set next time."""
+        self._roots = (self._roots[0], *extra_roots)
 
     @property
     def ignored(self) -> tuple[Ignored, ...]:
@@ -202,20 +206,35 @@ class ProjectInstructions:
         return self._ignored
 
     def current(self) -> str:
-        """The section as the files stand now (blocking: a few lstat calls, reads only on change)."""
-        top, marker = repository_top(self._cwd, self._uid)
-        entries, ignored = _entries(top, self._cwd, self._uid)
-        if marker is not None:
-            ignored.insert(0, marker)
-        key = (top, tuple(entry.key() for entry in entries), tuple(ignored))
+        """The section as the files stand now (blocking: a few lstat calls, reads only on change).
+
+        Each root speaks from its own repository, by the same trust rules; an additional root's files are
+        named by their absolute path (two roots may each hold an `AGENTS.md`), a file two roots share once.
+        """
+        found: list[tuple[str, _Entry, str]] = []  # (git top, entry, the name the model reads)
+        ignored: list[Ignored] = []
+        seen: set[str] = set()
+        for index, root in enumerate(self._roots):
+            top, marker = repository_top(root, self._uid)
+            entries, left_out = _entries(top, root, self._uid)
+            if marker is not None:
+                left_out.insert(0, marker)
+            ignored += [each for each in left_out if each not in ignored]
+            for entry in entries:
+                absolute = os.path.join(top, entry.path)
+                if absolute not in seen:
+                    seen.add(absolute)
+                    found.append((top, entry, entry.path if index == 0 else absolute))
+        key = (self._roots, tuple((top, entry.key()) for top, entry, _ in found), tuple(ignored))
         if key != self._key:
-            files = [file for file in (_read(top, entry) for entry in entries) if file is not None]
+            read = ((_read(top, entry), name) for top, entry, name in found)
+            files = [InstructionFile(name, file.data) for file, name in read if file is not None]
             self._text = render_instructions(files)
             self._ignored = tuple(ignored)
             self._key = key
             for each in ignored:
                 log.warning("instructions ignored", what=each.what, path=each.path, reason=each.reason)
-            log.debug("instructions read", root=top, files=[f.path for f in files])
+            log.debug("instructions read", roots=self._roots, files=[f.path for f in files])
         return self._text
 
     async def read(self) -> str:

@@ -229,7 +229,12 @@ class PromptService:
         # /review's turn is read-only whatever the session's mode; any other turn follows the session's, live.
         turn_mode = ApprovalMode.READ_ONLY if command is not None and command.name == "review" else None
         planning = (turn_mode or opened.access.mode) is ApprovalMode.READ_ONLY
-        system = ChatMessage("system", system_prompt(session.cwd, tools, instructions, planning=planning))
+        system = ChatMessage(
+            "system",
+            system_prompt(
+                session.cwd, tools, instructions, planning=planning, extra_roots=session.additional_directories
+            ),
+        )
         servers = self._mcp.servers(session.session_id) if self._mcp is not None else None
         toolbox = await session_toolbox(setup.toolbox, servers)
         key = cache_key(session.session_id)

@@ -21,6 +21,7 @@ from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.history import HistoryEntry, compact
 from term2.domain.model_choice import ModelChoice
+from term2.domain.roots import MAX_ADDITIONAL, overlap_reason
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
 from term2.ports.mcp import McpServer
@@ -32,17 +33,17 @@ CLOSE_SETTLE_TIMEOUT_S = 10.0
 MAX_CWD_CHARS = 4096  # PATH_MAX on Linux
 
 
-def _absolute(cwd: object) -> str:
+def _absolute(cwd: object, what: str = "cwd") -> str:
     if not isinstance(cwd, str) or not cwd:
-        raise InvalidInput("cwd must be a non-empty string")
+        raise InvalidInput(f"{what} must be a non-empty string")
     if "\x00" in cwd:
-        raise InvalidInput("cwd must not contain NUL bytes")
+        raise InvalidInput(f"{what} must not contain NUL bytes")
     if len(cwd) > MAX_CWD_CHARS:
         # No such path can exist, and realpath() is quadratic in the number of separators:
         # a few MB of "/" would block the event loop for minutes.
-        raise InvalidInput(f"cwd is too long ({len(cwd)} characters, at most {MAX_CWD_CHARS})")
+        raise InvalidInput(f"{what} is too long ({len(cwd)} characters, at most {MAX_CWD_CHARS})")
     if not os.path.isabs(cwd):
-        raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
+        raise InvalidInput(f"{what} must be an absolute path, got {cwd!r}")
     return cwd
 
 
@@ -51,23 +52,23 @@ def filter_cwd(cwd: object) -> str:
     return os.path.realpath(_absolute(cwd))
 
 
-def canonical_cwd(cwd: object) -> str:
+def canonical_cwd(cwd: object, what: str = "cwd") -> str:
     """Validate a client-supplied workspace cwd and return its realpath.
 
     A folder whose path is not UTF-8 (`term2 exec` run in `caf\\xe9/`, or a link
     to it) is refused by name: sessions are kept and listed by their folder as
     text, which has no exact form for it (ADR 0034).
     """
-    real = os.path.realpath(_absolute(cwd))
+    real = os.path.realpath(_absolute(cwd, what))
     if not os.path.exists(real):
-        raise InvalidInput(f"cwd does not exist: {shown(str(cwd))}")
+        raise InvalidInput(f"{what} does not exist: {shown(str(cwd))}")
     if not os.path.isdir(real):
-        raise InvalidInput(f"cwd is not a directory: {shown(str(cwd))}")
+        raise InvalidInput(f"{what} is not a directory: {shown(str(cwd))}")
     try:
         real.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(
-            f"cwd {shown(real)} cannot be a workspace: its path is not UTF-8, and sessions are kept by their "
+            f"{what} {shown(real)} cannot be a workspace: its path is not UTF-8, and sessions are kept by their "
             "folder's path as text; rename the folder or open one whose path is UTF-8"
         ) from None
     return real
@@ -117,7 +118,12 @@ class SessionRegistry:
         current = self._open.get(session.session_id)
         if current is not None:
             return current
-        opened = OpenSession(session, SessionAccess(session.cwd, session.mode), ProjectInstructions(session.cwd))
+        extra = session.additional_directories
+        opened = OpenSession(
+            session,
+            SessionAccess(session.cwd, session.mode, extra),
+            ProjectInstructions(session.cwd, extra_roots=extra),
+        )
         self._open[session.session_id] = opened
         return opened
 
@@ -125,7 +131,7 @@ class SessionRegistry:
         self._open.pop(session_id, None)
 
 
-def workspace_root(cwd: object, private: Sequence[str] = ()) -> str:
+def workspace_root(cwd: object, private: Sequence[str] = (), what: str = "cwd") -> str:
     """A cwd that may become a workspace root: canonical, and not one no agent should write in.
 
     The same rule the sandbox applies before binding a root (domain
@@ -133,12 +139,33 @@ def workspace_root(cwd: object, private: Sequence[str] = ()) -> str:
     get a root the shell would refuse: a session on ``/`` or a home folder
     would let them write anywhere without asking.
     """
-    root = canonical_cwd(cwd)
+    root = canonical_cwd(cwd, what)
     home = os.path.realpath(os.path.expanduser("~"))
     reason = unsafe_root_reason(root, home=home, private=[os.path.realpath(p) for p in private])
     if reason is not None:
-        raise InvalidInput(f"cwd {root} cannot be a workspace: {reason}")
+        raise InvalidInput(f"{what} {root} cannot be a workspace: {reason}")
     return root
+
+
+def additional_roots(directories: Sequence[object], root: str, private: Sequence[str] = ()) -> tuple[str, ...]:
+    """The editor's additional directories as roots: each checked as `cwd` is, none inside or holding another
+    root, each owned by whoever owns `root` (the sandbox runs every command as that owner, ADR 0050)."""
+    if len(directories) > MAX_ADDITIONAL:
+        raise InvalidInput(f"additionalDirectories: at most {MAX_ADDITIONAL} are supported, got {len(directories)}")
+    roots = [root]
+    for index, directory in enumerate(directories):
+        what = f"additionalDirectories[{index}]"
+        candidate = workspace_root(directory, private, what)
+        reason = overlap_reason(candidate, roots)
+        if reason is not None:
+            raise InvalidInput(f"{what} cannot be a root: {reason}")
+        if os.stat(candidate).st_uid != os.stat(root).st_uid:
+            raise InvalidInput(
+                f"{what} {shown(candidate)} cannot be a root: it belongs to another user than the workspace "
+                f"{shown(root)}, and commands run as that folder's owner"
+            )
+        roots.append(candidate)
+    return tuple(roots[1:])
 
 
 class SessionService:
@@ -170,10 +197,11 @@ class SessionService:
             return
         await self._mcp.open(session_id, opened.session.cwd, servers, notify)
 
-    async def new(self, cwd: object) -> OpenSession:
+    async def new(self, cwd: object, directories: Sequence[object] = ()) -> OpenSession:
         root = workspace_root(cwd, self._private)
+        extra = additional_roots(directories, root, self._private)
         now = utc_now()
-        session = Session(new_session_id(), root, created_at=now, updated_at=now)
+        session = Session(new_session_id(), root, created_at=now, updated_at=now, additional_directories=extra)
         if self._launcher is not None:
             session = session.with_model(self._launcher.model, self._launcher.effort)
         await self._store.create(session)
@@ -186,20 +214,29 @@ class SessionService:
         except InvalidCursor as exc:
             raise InvalidInput(f"invalid cursor: {exc}") from exc
 
-    async def reopen(self, session_id: str, cwd: object) -> OpenSession:
-        """Attach to a stored session (resume or load); the cwd must be the session's own."""
+    async def reopen(self, session_id: str, cwd: object, directories: Sequence[object] = ()) -> OpenSession:
+        """Attach to a stored session (resume or load); the cwd must be the session's own.
+
+        `directories` is the complete list of additional roots from now on, whatever the session had before
+        (ACP v1 Session Setup: it may differ from the stored one; none named, none active).
+        """
         root = workspace_root(cwd, self._private)
+        extra = additional_roots(directories, root, self._private)
         opened = self._registry.get(session_id)
         session = opened.session if opened else await self._store.get(session_id)
         if session is None:
             raise NotFound(f"unknown session: {session_id}")
         if session.cwd != root:
             raise InvalidInput(f"cwd {root} does not match the session's workspace {session.cwd}")
-        if session.state is SessionState.CLOSED:
-            session = session.with_state(SessionState.IDLE).touched(utc_now())
+        if session.state is SessionState.CLOSED or session.additional_directories != extra:
+            if session.state is SessionState.CLOSED:
+                session = session.with_state(SessionState.IDLE)
+            session = session.with_directories(extra).touched(utc_now())
             await self._store.save(session)
         if opened is not None:
             opened.session = session
+            opened.access.with_roots(extra)
+            opened.instructions.with_roots(extra)
             return opened
         return self._registry.attach(session)
 

@@ -1,4 +1,4 @@
-"""A session: one conversation bound to one canonical workspace root."""
+"""A session: one conversation bound to its canonical workspace roots (`cwd` and any additional ones)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class Session:
     model: str | None = None
     effort: str | None = None
     mode: ApprovalMode = ApprovalMode.ASK  # which questions the gate skips (ADR 0044); ask in older sessions
+    # The editor's additional directories (ACP v1), canonical, as last opened: each a root like `cwd`. Reported
+    # by session/list; a load or resume names its own list, which replaces this one (ADR 0051).
+    additional_directories: tuple[str, ...] = ()
 
     def touched(self, now: datetime) -> Session:
         return replace(self, updated_at=now)
@@ -54,6 +57,13 @@ class Session:
 
     def with_mode(self, mode: ApprovalMode) -> Session:
         return replace(self, mode=mode)
+
+    def with_directories(self, directories: tuple[str, ...]) -> Session:
+        return replace(self, additional_directories=directories)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return (self.cwd, *self.additional_directories)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from term2.domain.approval import ApprovalMode, Choice
 from term2.domain.footholds import is_secret_file
 from term2.domain.instructions import is_instruction_file
 from term2.domain.paths import is_within
+from term2.domain.roots import anchor, holding_root
 
 __all__ = [
     "Access",
@@ -97,8 +98,23 @@ class Grants:
 
 @dataclass(frozen=True, slots=True)
 class Workspace:
+    """`root` is the session's cwd; `extra_roots` its additional directories, each judged as the root is."""
+
     root: str
     grants: Grants = field(default_factory=Grants)
+    extra_roots: tuple[str, ...] = ()
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return (self.root, *self.extra_roots)
+
+    def inside(self, resolved: str) -> bool:
+        """Whether `resolved` lies in one of the session's roots."""
+        return holding_root(resolved, self.roots) is not None
+
+    def anchor(self, resolved: str) -> str:
+        """The root `resolved` is judged from: the one holding it, else the cwd root."""
+        return anchor(resolved, self.root, self.extra_roots)
 
     def needs_approval(self, access: Access, resolved: str, *, git_plant: bool = False) -> bool:
         """True when the action on `resolved` must be allowed by the user first.
@@ -113,7 +129,7 @@ class Workspace:
         if access is Access.READ:
             if any(is_within(resolved, f) for f in g.read_folders):
                 return False
-            return not is_within(resolved, self.root) or is_secret_file(resolved)
+            return not self.inside(resolved) or is_secret_file(resolved)
         if access is Access.EDIT:
             if resolved in g.edit_files:
                 return False
@@ -128,9 +144,9 @@ class Workspace:
                 git_plant
                 or is_secret_file(resolved)
                 or is_instruction_file(resolved)
-                or is_git_metadata(resolved, self.root)
+                or is_git_metadata(resolved, self.anchor(resolved))
             )
-            return not is_within(resolved, self.root) or foothold
+            return not self.inside(resolved) or foothold
         return not any(is_within(resolved, f) for f in g.run_folders)
 
     def choices_for(self, access: Access) -> tuple[Choice, ...]:
@@ -149,7 +165,7 @@ class Workspace:
     def granted(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> Workspace:
         """Record an allow-always answer; files grant themselves, folders their folder."""
         target = resolved if choice is Choice.ALLOW_EDIT_FILE_SESSION else folder_of
-        return Workspace(self.root, self.grants.with_choice(choice, target, access))
+        return replace(self, grants=self.grants.with_choice(choice, target, access))
 
 
 class SessionAccess:
@@ -159,12 +175,16 @@ class SessionAccess:
     middle of a turn stops `auto`'s skipped questions from the next call on, not the next turn.
     """
 
-    def __init__(self, root: str, mode: ApprovalMode = ApprovalMode.ASK) -> None:
-        self.workspace = Workspace(root)
+    def __init__(self, root: str, mode: ApprovalMode = ApprovalMode.ASK, extra_roots: tuple[str, ...] = ()) -> None:
+        self.workspace = Workspace(root, extra_roots=extra_roots)
         self.mode = mode
+
+    def with_roots(self, extra_roots: tuple[str, ...]) -> None:
+        """The editor named other additional directories (a load or resume): the grants stay, keyed to paths."""
+        self.workspace = replace(self.workspace, extra_roots=extra_roots)
 
     def grant(self, choice: Choice, resolved: str, folder_of: str, access: Access) -> None:
         self.workspace = self.workspace.granted(choice, resolved, folder_of, access)
 
     def reset(self) -> None:
-        self.workspace = Workspace(self.workspace.root)
+        self.workspace = Workspace(self.workspace.root, extra_roots=self.workspace.extra_roots)

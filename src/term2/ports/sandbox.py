@@ -40,6 +40,9 @@ class CommandRequest:
     # instruction files are read-only for it, and any it creates or replaces is quarantined after it,
     # so that no unasked command can steer later sessions (a change the user allowed is only reported).
     guard_instructions: bool = False
+    # The session's other workspace roots (ACP additionalDirectories), canonical, none inside or holding
+    # `root` or each other: bound writable at their real paths with the same masks, protection and walks.
+    extra_roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

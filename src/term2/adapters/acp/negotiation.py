@@ -53,7 +53,13 @@ def negotiate(params: Any, v2_enabled: bool, info: Mapping[str, str], images: bo
             "loadSession": True,
             "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "close": {},
+                "delete": {},
+                "additionalDirectories": {},
+            },
             "auth": {"logout": {}},
         },
         # terminal login only for a client that runs one; the agent method otherwise (ADR 0047)

@@ -61,6 +61,8 @@ def _session_info(session: Session) -> v1.SessionInfo:
     }
     if session.title:
         info["title"] = session.title
+    if session.additional_directories:
+        info["additionalDirectories"] = list(session.additional_directories)
     return info
 
 
@@ -115,9 +117,9 @@ class SessionMethods:
 
     async def new(self, params: Any) -> v1.NewSessionResponse | v2.NewSessionResponse | AfterReply:
         args = p.parse(p.NEW_SESSION, params, "session/new")
-        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/new")
+        _refuse_extras(self._v2_only(args["mcpServers"]), self._v2_only(args["additionalDirectories"]), "session/new")
         servers = mcp_servers(args["mcpServers"], "session/new")
-        opened = await self._sessions.new(args["cwd"])
+        opened = await self._sessions.new(args["cwd"], args["additionalDirectories"] or ())
         self._on_session()
         created: v1.NewSessionResponse | v2.NewSessionResponse = {"sessionId": opened.session.session_id}
         self._add_options(created, opened.session)
@@ -135,7 +137,8 @@ class SessionMethods:
 
     async def resume(self, params: Any) -> v1.ResumeSessionResponse | v2.ResumeSessionResponse | AfterReply:
         args = p.parse(p.RESUME_SESSION, params, "session/resume")
-        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/resume")
+        directories = args["additionalDirectories"]
+        _refuse_extras(self._v2_only(args["mcpServers"]), self._v2_only(directories), "session/resume")
         servers = mcp_servers(args["mcpServers"], "session/resume")
         replay_from = args["replayFrom"] if self._version == 2 else None
         if replay_from is not None and replay_from["type"] != "start":
@@ -143,7 +146,7 @@ class SessionMethods:
                 INVALID_PARAMS,
                 f"Invalid params for session/resume: unsupported replayFrom type {replay_from['type']!r}",
             )
-        opened = await self._sessions.reopen(args["sessionId"], args["cwd"])
+        opened = await self._sessions.reopen(args["sessionId"], args["cwd"], directories or ())
         self._on_session()
         if replay_from is not None:
             await self._replay(opened.session.session_id)
@@ -153,9 +156,10 @@ class SessionMethods:
 
     async def load(self, params: Any) -> v1.LoadSessionResponse | AfterReply:
         args = p.parse(p.RESUME_SESSION, params, "session/load")
-        _refuse_extras(self._v2_only(args["mcpServers"]), args["additionalDirectories"], "session/load")
+        directories = args["additionalDirectories"]
+        _refuse_extras(self._v2_only(args["mcpServers"]), self._v2_only(directories), "session/load")
         servers = mcp_servers(args["mcpServers"], "session/load")
-        opened = await self._sessions.reopen(args["sessionId"], args["cwd"])
+        opened = await self._sessions.reopen(args["sessionId"], args["cwd"], directories or ())
         self._on_session()
         await self._replay(opened.session.session_id)
         loaded: v1.LoadSessionResponse = {}
@@ -226,9 +230,9 @@ class SessionMethods:
             if modes is not None:  # the same mode, for clients that know only the legacy modes (ADR 0044)
                 cast(dict[str, object], result)["modes"] = modes
 
-    def _v2_only(self, mcp: builtins.list[Any] | None) -> builtins.list[Any] | None:
-        """v2 refuses MCP servers as its page says; v1 connects them (ADR 0023)."""
-        return mcp if self._version == 2 else None
+    def _v2_only(self, items: builtins.list[Any] | None) -> builtins.list[Any] | None:
+        """v2 refuses MCP servers and additional directories as its page says; v1 takes both (ADR 0023, 0051)."""
+        return items if self._version == 2 else None
 
     async def _with_servers(
         self, session_id: str, servers: tuple[tuple[McpServer, ...], tuple[str, ...]], result: _R

@@ -53,6 +53,7 @@ class InMemorySessionStore:
             model=stored.model,
             effort=stored.effort,
             mode=stored.mode,
+            additional_directories=stored.additional_directories,
         )
 
     async def delete(self, session_id: str) -> bool:

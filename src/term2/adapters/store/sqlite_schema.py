@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 BUSY_TIMEOUT_S: Final = 10.0
 SECRET_KEY: Final = "cursor_secret"
 
@@ -76,6 +76,8 @@ _SCHEMA_V2: Final = (
 )
 # Version 3: the approval mode (ADR 0044); NULL in older rows: ask.
 _SCHEMA_V3: Final = ("ALTER TABLE sessions ADD COLUMN mode TEXT",)
+# Version 4: the additional directories the editor last opened the session with, a JSON array; NULL: none.
+_SCHEMA_V4: Final = ("ALTER TABLE sessions ADD COLUMN roots TEXT",)
 
 
 class SchemaTooNew(sqlite3.DatabaseError):
@@ -210,6 +212,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 conn.execute(statement)
         if version < 3:
             for statement in _SCHEMA_V3:
+                conn.execute(statement)
+        if version < 4:
+            for statement in _SCHEMA_V4:
                 conn.execute(statement)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

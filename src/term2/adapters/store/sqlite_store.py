@@ -30,6 +30,7 @@ same "as of the moment you asked" view the in-memory store gives.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -57,7 +58,7 @@ T = TypeVar("T")
 
 HISTORY_BATCH: Final = 200
 
-_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at, model, effort, mode"
+_SESSION_COLUMNS: Final = "id, cwd, title, state, created_at, updated_at, model, effort, mode, roots"
 
 # One statement per (cwd filter?, cursor?) combination, so each can use its
 # index for both the filter and the ORDER BY instead of an "? IS NULL OR ..."
@@ -80,12 +81,13 @@ _TAIL_SQL: Final = "SELECT seq, body FROM history WHERE session_id = ? AND seq >
 
 
 def _session_from_row(row: Sequence[object]) -> Session:
-    session_id, cwd, title, state, created_at, updated_at, model, effort, mode = row
+    session_id, cwd, title, state, created_at, updated_at, model, effort, mode, roots = row
     assert isinstance(session_id, str) and isinstance(cwd, str)
     assert title is None or isinstance(title, str)
     assert model is None or isinstance(model, str)
     assert effort is None or isinstance(effort, str)
     assert mode is None or isinstance(mode, str)
+    assert roots is None or isinstance(roots, str)
     assert isinstance(state, str)
     assert isinstance(created_at, int) and isinstance(updated_at, int)
     return Session(
@@ -98,7 +100,25 @@ def _session_from_row(row: Sequence[object]) -> Session:
         model=model,
         effort=effort,
         mode=approval_mode(mode),  # unknown (a newer term2's) or none: ask, the mode that asks everything
+        additional_directories=_roots_from(roots),
     )
+
+
+def _roots_from(stored: str | None) -> tuple[str, ...]:
+    """The stored list, as it was written; anything else (a hand-edited row) is read as none."""
+    if stored is None:
+        return ()
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return ()
+    return tuple(value)
+
+
+def _roots_column(session: Session) -> str | None:
+    return json.dumps(list(session.additional_directories)) if session.additional_directories else None
 
 
 class SqliteSessionStore:
@@ -183,11 +203,12 @@ class SqliteSessionStore:
             session.model,
             session.effort,
             session.mode.value,
+            _roots_column(session),
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 9)}) ON CONFLICT (id) DO NOTHING",
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 10)}) ON CONFLICT (id) DO NOTHING",
                 row,
             )
             if cursor.rowcount == 0:
@@ -210,13 +231,14 @@ class SqliteSessionStore:
             session.model,
             session.effort,
             session.mode.value,
+            _roots_column(session),
             session.session_id,
         )
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
             cursor = conn.execute(
-                "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ?, mode = ?"
-                " WHERE id = ?",
+                "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ?, mode = ?,"
+                " roots = ? WHERE id = ?",
                 values,
             )
             if cursor.rowcount == 0:

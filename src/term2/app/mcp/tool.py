@@ -90,7 +90,7 @@ class McpTool:
             _object_schema(self._remote.input_schema),
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         arguments = dict(args)
         shown = json.dumps(arguments, ensure_ascii=False, default=str)
         server, tool = escaped(self._server), escaped(self._remote.name)

@@ -85,6 +85,10 @@ class Tool(Protocol):
 
     def spec(self) -> ToolSpec: ...
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
-        """Validate `args` (raising ArgumentError) without reading or writing files."""
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
+        """Validate `args` (raising ArgumentError) without reading or writing files.
+
+        `root` is the session's cwd, the base of relative paths; `extra_roots` its additional directories. A
+        path inside one of those is judged, opened and shown from that root, exactly as a path in `root`.
+        """
         ...

@@ -36,6 +36,7 @@ from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
 from term2.domain.near_match import closest_lines
+from term2.domain.roots import anchor
 from term2.domain.text_edits import Applied, Edit, Refused, apply_edits
 from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
 from term2.domain.truncation import ellipsize, keep_head
@@ -234,8 +235,9 @@ class WriteFile:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         path = resolve_shown(root, required_str(args, "path"))
+        root = anchor(path, root, extra_roots)  # judged and written from the root that holds it
         content = required_str(args, "content", allow_empty=True)
         if len(content) > EDIT_LIMIT:
             raise ArgumentError(
@@ -333,8 +335,9 @@ class EditFile:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         path = resolve_shown(root, required_str(args, "path"))
+        root = anchor(path, root, extra_roots)  # judged and written from the root that holds it
         return _edits_invocation(path, root, (_edit(args, ""),), f"Edit {names.shown(path)}")
 
 
@@ -376,8 +379,9 @@ class MultiEdit:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         path = resolve_shown(root, required_str(args, "path"))
+        root = anchor(path, root, extra_roots)  # judged and written from the root that holds it
         raw = args.get("edits")
         if not isinstance(raw, list) or not raw:
             raise ArgumentError("argument 'edits' must be a non-empty list of {old_string, new_string} objects")

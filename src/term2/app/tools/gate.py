@@ -37,6 +37,7 @@ from term2.domain.approval import (
     verdict,
 )
 from term2.domain.history import ToolCall
+from term2.domain.roots import anchor, holding_root
 from term2.domain.visible_text import visible
 from term2.domain.workspace import Access, Workspace, is_git_metadata, is_instruction_file, is_within
 from term2.ports.approval import ApprovalRequest, CommandSubject, DenialReason
@@ -80,14 +81,17 @@ def approval_title(invocation: Invocation) -> str:
     return f"Allow {VERBS[invocation.access]} {shown(invocation.target)}?"
 
 
-def approval_description(invocation: Invocation, root: str) -> str:
+def approval_description(invocation: Invocation, root: str, extra_roots: tuple[str, ...] = ()) -> str:
     """Why this call needs the user: the first foothold it touches, or the root it leaves.
 
     Paths are judged as they are and named as the tools show names (names.py): the question is JSON for
     the editor, and a name that is not UTF-8 has no other exact form there.
     """
     target = invocation.target
+    root = anchor(target, root, extra_roots)  # a path in an additional root is judged from that root
     name, root_name = shown(target), shown(root)
+    roots_named = " and ".join(shown(each) for each in (root, *(r for r in extra_roots if r != root)))
+    writable = roots_named + (" is" if not extra_roots else " are")
     if invocation.remote is not None:
         remote = invocation.remote
         arguments = remote.arguments[:ARGUMENTS_SHOWN] + ("…" if len(remote.arguments) > ARGUMENTS_SHOWN else "")
@@ -97,14 +101,15 @@ def approval_description(invocation: Invocation, root: str) -> str:
         )
     if invocation.network is not None:
         return (
-            f"The command runs in the sandbox; only {root_name} is writable. Through term2's proxy it may connect to "
+            f"The command runs in the sandbox; only {writable} writable. Through term2's proxy it may connect to "
             f"{invocation.network} and nothing else, for this run only; whatever it sends there leaves your "
             "machine. Every other connection is refused and reported."
         )
     if invocation.access is Access.EXECUTE:
-        return f"The command runs in the sandbox; only {root_name} is writable."
+        return f"The command runs in the sandbox; only {writable} writable."
     if not is_within(target, root):
-        return f"{name} is outside the workspace root {root_name}."
+        where = f"the workspace root {root_name}" if not extra_roots else f"every workspace root ({roots_named})"
+        return f"{name} is outside {where}."
     if invocation.access is Access.EDIT and is_git_metadata(target, root):
         return f"{name} is git metadata, whose hooks and config the host's git would run."
     if invocation.access is Access.EDIT and invocation.git_plant is not None:
@@ -151,7 +156,7 @@ def question(invocation: Invocation, workspace: Workspace) -> Access | None:
     return None
 
 
-def call_kind(invocation: Invocation, root: str) -> CallKind:
+def call_kind(invocation: Invocation, roots: tuple[str, ...]) -> CallKind:
     """What a call (or one part of it) does, as the modes judge it; anything unsure is OTHER, never skipped."""
     if invocation.remote is not None or invocation.access is Access.CALL:
         return CallKind.REMOTE
@@ -160,7 +165,7 @@ def call_kind(invocation: Invocation, root: str) -> CallKind:
     if invocation.access is Access.EXECUTE:
         return (
             CallKind.SANDBOXED
-            if invocation.command is not None and is_within(invocation.target, root)
+            if invocation.command is not None and holding_root(invocation.target, roots) is not None
             else (CallKind.OTHER)
         )
     if invocation.access is Access.EDIT:
@@ -173,7 +178,7 @@ def call_kind(invocation: Invocation, root: str) -> CallKind:
 def judged(invocation: Invocation, workspace: Workspace, mode: ApprovalMode) -> tuple[Verdict, Access | None]:
     """The mode's verdict on one call (or part) and the question the workspace rule has for it."""
     asked = question(invocation, workspace)
-    return verdict(mode, call_kind(invocation, workspace.root), asked=asked is not None), asked
+    return verdict(mode, call_kind(invocation, workspace.roots), asked=asked is not None), asked
 
 
 def needs_approval(invocation: Invocation, workspace: Workspace, mode: ApprovalMode = ApprovalMode.ASK) -> bool:
@@ -226,7 +231,9 @@ async def _authorize_one(invocation: Invocation, pending: ToolCall, ctx: ToolCon
         session_id=ctx.session_id,
         tool_call=replace(pending, title=_asked(pending.title)),
         title=_asked(approval_title(invocation)),
-        description=_asked(approval_description(invocation, workspace.root) + escaped_note(invocation)),
+        description=_asked(
+            approval_description(invocation, workspace.root, workspace.extra_roots) + escaped_note(invocation)
+        ),
         options=options,
         command=None if command is None else CommandSubject(_asked(command.command), _asked(command.cwd)),
     )

@@ -26,6 +26,7 @@ from term2.app.tools.names import located, shown
 from term2.app.tools.paths import display, resolve_shown
 from term2.app.tools.search_walks import check_top, engine, first_in_order, shown_under
 from term2.domain.history import ToolKind
+from term2.domain.roots import anchor
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -68,8 +69,9 @@ class ListDir:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         path = resolve_shown(root, optional_str(args, "path") or ".")
+        root = anchor(path, root, extra_roots)  # judged, opened and walked from the root that holds it
         return Invocation(
             title=f"List {shown(path)}",
             access=Access.READ,
@@ -205,9 +207,10 @@ class Glob:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         include = Include.parse(required_str(args, "pattern"))
         path = resolve_shown(root, optional_str(args, "path") or ".")
+        root = anchor(path, root, extra_roots)  # judged, opened and walked from the root that holds it
         ignored = optional_bool(args, "include_ignored")
         return Invocation(
             title=f"Find {include.pattern} in {shown(path)}",

@@ -48,6 +48,7 @@ from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
 from term2.domain.patch_grammar import AddFile, DeleteFile, FileOp, PatchError, UpdateFile, parse_patch
+from term2.domain.roots import anchor, holding_root
 from term2.domain.text_edits import Applied, Refused, apply_chunks
 from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
 from term2.domain.workspace import MAX_DEPTH, Access, too_deep
@@ -105,7 +106,7 @@ class ApplyPatch:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         text = required_str(args, "input")
         if len(text) > EDIT_LIMIT:
             raise ArgumentError(f"the patch is {human_size(len(text))} long; the limit is {human_size(EDIT_LIMIT)}")
@@ -115,7 +116,8 @@ class ApplyPatch:
             raise ArgumentError(f"the patch is malformed: {err}") from None
         if len(ops) > MAX_PATCH_FILES:
             raise ArgumentError(f"the patch touches {len(ops)} files; one call touches at most {MAX_PATCH_FILES}")
-        targets = tuple(_target(op, root) for op in ops)
+        targets = tuple(_target(op, root, extra_roots) for op in ops)
+        root = _one_root(targets, root, extra_roots)
         seen: set[str] = set()
         for path in (p for t in targets for p in (t.path, t.dest) if p is not None):
             if path in seen:
@@ -139,12 +141,31 @@ class ApplyPatch:
         )
 
 
-def _target(op: FileOp, root: str) -> _Target:
-    path = _checked(resolve_shown(root, op.path), root)
+def _target(op: FileOp, root: str, extra_roots: tuple[str, ...]) -> _Target:
+    path = resolve_shown(root, op.path)
+    path = _checked(path, anchor(path, root, extra_roots))
     dest = None
     if isinstance(op, UpdateFile) and op.move_to is not None:
-        dest = _checked(resolve_shown(root, op.move_to), root)
+        dest = resolve_shown(root, op.move_to)
+        dest = _checked(dest, anchor(dest, root, extra_roots))
     return _Target(op, path, dest)
+
+
+def _one_root(targets: tuple[_Target, ...], root: str, extra_roots: tuple[str, ...]) -> str:
+    """The root every file of the patch is judged and written from: a patch changes one root at a time.
+
+    Its files are worked out, written and undone as one, from one root's descriptor; across two roots each
+    file would need its own, for a change nobody makes in one step (the model splits it, one call a root).
+    """
+    paths = [path for target in targets for path in (target.path, target.dest) if path is not None]
+    held = {holding_root(path, (root, *extra_roots)) for path in paths} - {None}
+    if len(held) > 1:
+        raise ArgumentError(
+            "the patch changes files in several workspace roots ("
+            + ", ".join(names.shown(r) for r in sorted(r for r in held if r is not None))
+            + "); send one apply_patch call per root"
+        )
+    return next((r for r in held if r is not None), root)
 
 
 def _checked(path: str, root: str) -> str:

@@ -101,7 +101,7 @@ class UpdatePlan:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         entries = _entries(args)
         return Invocation(
             title="Update plan",

@@ -27,6 +27,7 @@ from term2.app.tools.through_client import client_read
 from term2.domain.content import decoded_size
 from term2.domain.history import TextOutput, ToolKind
 from term2.domain.images import MAX_IMAGE_BYTES, Image, InvalidImage, checked_image, sniff
+from term2.domain.roots import anchor
 from term2.domain.workspace import Access
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -78,8 +79,9 @@ class ReadFile:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         path = resolve_shown(root, required_str(args, "path"))
+        root = anchor(path, root, extra_roots)  # judged and opened from the root that holds it
         offset = optional_int(args, "offset")
         limit = optional_int(args, "limit")
         title = f"Read {shown(path)}"

@@ -50,7 +50,7 @@ class ReadOutput:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         output_id = required_str(args, "output_id")
         if not _OUTPUT_ID.match(output_id):
             raise ArgumentError(f"{output_id!r} is not an output id (they look like out_…)")

@@ -67,7 +67,7 @@ class RunCode:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         code = required_str(args, "code")
         if not code.strip():
             raise ArgumentError("argument 'code' must not be blank")
@@ -95,6 +95,7 @@ class RunCode:
         request = CommandRequest(
             command=launcher_command(),
             root=ctx.access.workspace.root,
+            extra_roots=ctx.access.workspace.extra_roots,
             cwd=cwd,
             timeout_s=timeout,
             output_limit=OUTPUT_LIMIT,

@@ -32,6 +32,7 @@ from term2.app.tools.paths import display, folder_of, resolve_shown
 from term2.app.tools.search_walks import ORDER, First, check_top, engine, first_in_order, shown_under
 from term2.domain.footholds import is_secret_name
 from term2.domain.history import ToolKind
+from term2.domain.roots import anchor
 from term2.domain.workspace import Access, is_within
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
@@ -102,7 +103,7 @@ class Grep:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         pattern = required_str(args, "pattern")
         include = optional_str(args, "include")
         query = SearchQuery(
@@ -112,6 +113,7 @@ class Grep:
             optional_bool(args, "include_ignored"),
         )
         path = resolve_shown(root, optional_str(args, "path") or ".")
+        root = anchor(path, root, extra_roots)  # judged, opened and searched from the root that holds it
         return Invocation(
             title=f"Search {pattern!r} in {shown(path)}",
             access=Access.READ,

@@ -62,7 +62,7 @@ class RunShell:
         return ToolSpec(
             name=self.name,
             description=(
-                "Run a shell command (bash -c) in a sandbox: only the workspace root is writable and "
+                "Run a shell command (bash -c) in a sandbox: only the workspace roots are writable and "
                 "there is no way to run outside the sandbox. Returns the exit code and the combined "
                 f"stdout/stderr (long output is cut in the middle). Default timeout "
                 f"{self.default_timeout_s:g} s, at most {self.max_timeout_s:g} s. {SECRETS_WINDOW}"
@@ -85,15 +85,21 @@ class RunShell:
             },
         )
 
-    def prepare(self, args: Arguments, root: str) -> Invocation:
+    def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         command = required_str(args, "command")
         if not command.strip():
             raise ArgumentError("argument 'command' must not be blank")
         cwd = resolve_shown(root, optional_str(args, "cwd") or ".")
         # The sandbox only ever starts inside the root it confines; asking the
         # user to approve a folder it would refuse anyway helps nobody.
-        if not is_within(cwd, canonical_root(root)):
-            raise ArgumentError(f"cwd must be inside the workspace root {shown(root)}; got {shown(cwd)}")
+        roots = (canonical_root(root), *extra_roots)
+        if not any(is_within(cwd, each) for each in roots):
+            where = (
+                f"the workspace root {shown(root)}"
+                if not extra_roots
+                else "one of the workspace roots " + ", ".join(shown(each) for each in roots)
+            )
+            raise ArgumentError(f"cwd must be inside {where}; got {shown(cwd)}")
         if not os.path.isdir(cwd):
             raise ArgumentError(f"cwd {shown(cwd)} is not an existing folder")
         timeout = min(
@@ -123,9 +129,12 @@ class RunShell:
         async def forward(data: bytes) -> None:
             await ctx.emit(TerminalChunk(call_id, terminal_id, data))
 
+        workspace = ctx.access.workspace
+        holder = workspace.anchor(cwd)  # the root the command starts in; every other root is bound beside it
         request = CommandRequest(
             command=command,
-            root=canonical_root(ctx.access.workspace.root),
+            root=holder,
+            extra_roots=tuple(root for root in workspace.roots if root != holder),
             cwd=cwd,
             timeout_s=timeout,
             output_limit=SANDBOX_OUTPUT_LIMIT,

@@ -78,7 +78,10 @@ class WorkspaceToolbox:
         if tool is None or tool.kind not in CONCURRENT_KINDS:
             return False
         try:
-            invocation = tool.prepare(parse_arguments(call.arguments), canonical_root(ctx.access.workspace.root))
+            workspace = ctx.access.workspace
+            invocation = tool.prepare(
+                parse_arguments(call.arguments), canonical_root(workspace.root), workspace.extra_roots
+            )
         except Exception:  # the call fails on its own when it runs; alone, in order
             return False
         if invocation.access is not Access.READ or invocation.command is not None:
@@ -112,7 +115,7 @@ class WorkspaceToolbox:
             return await tracker.fail(f"Error: there is no tool named {call.name!r}; available tools: {known}")
         root = canonical_root(ctx.access.workspace.root)
         try:
-            invocation = tool.prepare(args, root)
+            invocation = tool.prepare(args, root, ctx.access.workspace.extra_roots)
         except Exception as err:  # a malformed path may raise OSError, ValueError, RecursionError…
             await tracker.start(tool.name, kind, args)
             return await tracker.fail(f"Error: invalid arguments for {tool.name}: {err}")
