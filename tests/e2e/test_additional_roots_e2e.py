@@ -1,0 +1,156 @@
+"""Issue 29 part 4 end to end: a multi-root workspace is one session (ACP v1 `additionalDirectories`, ADR 0051).
+
+A real `term2 acp` over stdio with real bwrap, the fake model asking for the tool calls, this test playing
+the editor: it answers every question with allow-once and counts them. Every line term2 writes is
+validated against the v1 schema.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import llm_env
+from tests.fakes.llm_server import FakeLLMServer
+from tests.support.acp_process import AcpProcess, Message
+
+TURN_TIMEOUT = 180.0  # the first prompt of a process imports litellm
+
+
+class Questions:
+    """The editor's answers: allow once, each question kept."""
+
+    def __init__(self) -> None:
+        self.asked: list[Message] = []
+
+    def __call__(self, params: Message) -> Message:
+        self.asked.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+
+
+def _prompt(client: AcpProcess, llm: FakeLLMServer, sid: str, *calls: dict[str, Any]) -> Message:
+    llm.push({"tool_calls": list(calls)})
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+    return client.call("session/prompt", prompt, TURN_TIMEOUT)
+
+
+def _tool_results(llm: FakeLLMServer) -> list[str]:
+    body = llm.requests[-1].body
+    return [json.dumps(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+@pytest.mark.timeout(600)
+def test_a_second_root_is_read_edited_and_written_by_commands_as_the_first(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    app, lib = tmp_path / "app", tmp_path / "lib"
+    app.mkdir()
+    lib.mkdir()
+    (lib / "lib.py").write_text("x = 1\n")
+    (lib / ".env").write_text("TOKEN=hunter2\n")
+    (tmp_path / "between.txt").write_text("between the roots\n")
+    questions = Questions()
+    client = AcpProcess(tmp_path, env=llm_env(fake_llm), permission=questions)
+    try:
+        init = client.initialize(1)
+        assert init["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"] == {}
+        params = {"cwd": str(app), "mcpServers": [], "additionalDirectories": [str(lib)]}
+        sid = client.result("session/new", params)["sessionId"]
+
+        # Read and edit in the second root: nobody is asked.
+        read = {"name": "read_file", "arguments": {"path": str(lib / "lib.py")}}
+        edit = {
+            "name": "edit_file",
+            "arguments": {"path": str(lib / "lib.py"), "old_string": "x = 1", "new_string": "x = 2"},
+        }
+        assert _prompt(client, fake_llm, sid, read, edit)["result"]["stopReason"] == "end_turn"
+        assert questions.asked == [] and (lib / "lib.py").read_text() == "x = 2\n"
+        system = fake_llm.requests[-1].body["messages"][0]["content"]
+        assert f"Additional workspace roots: {lib}." in json.dumps(system)
+
+        # A command in the second root writes there, and its `.env` is masked (commands ask, as in the first).
+        command = "echo made > made.txt; cat .env; echo read=$?"
+        shell = {"name": "run_shell", "arguments": {"command": command, "cwd": str(lib)}}
+        _prompt(client, fake_llm, sid, shell)
+        assert len(questions.asked) == 1 and (lib / "made.txt").read_text() == "made\n"
+        (result,) = _tool_results(fake_llm)[-1:]
+        assert "hunter2" not in result and "read=1" in result, result
+
+        # The same command from the first root writes the second too: every root is bound in every command.
+        both = {"name": "run_shell", "arguments": {"command": f"echo both > {lib}/both.txt && echo ok"}}
+        _prompt(client, fake_llm, sid, both)
+        assert (lib / "both.txt").read_text() == "both\n"
+
+        # A path between the roots is outside both: asked.
+        before = len(questions.asked)
+        between = {"name": "read_file", "arguments": {"path": str(tmp_path / "between.txt")}}
+        _prompt(client, fake_llm, sid, between)
+        assert len(questions.asked) == before + 1
+        assert "outside every workspace root" in json.dumps(questions.asked[-1])
+
+        listed = client.result("session/list", {})["sessions"]
+        assert [s.get("additionalDirectories") for s in listed if s["sessionId"] == sid] == [[str(lib)]]
+        client.close()
+        client.validate_schemas()
+    finally:
+        client.kill()
+
+    # A new process: the roots are listed, and a load that names them makes the second root a root again.
+    questions = Questions()
+    again = AcpProcess(tmp_path, env=llm_env(fake_llm), permission=questions)
+    try:
+        again.initialize(1)
+        listed = again.result("session/list", {"cwd": str(app)})["sessions"]
+        assert listed[0]["sessionId"] == sid and listed[0]["additionalDirectories"] == [str(lib)]
+        again.result(
+            "session/load", {"sessionId": sid, "cwd": str(app), "mcpServers": [], "additionalDirectories": [str(lib)]}
+        )
+        edit = {
+            "name": "edit_file",
+            "arguments": {"path": str(lib / "lib.py"), "old_string": "x = 2", "new_string": "x = 3"},
+        }
+        _prompt(again, fake_llm, sid, edit)
+        assert questions.asked == [] and (lib / "lib.py").read_text() == "x = 3\n"
+
+        # A load that names none (ACP: none active) makes it a folder outside the workspace again.
+        again.result("session/load", {"sessionId": sid, "cwd": str(app), "mcpServers": []})
+        _prompt(again, fake_llm, sid, {"name": "read_file", "arguments": {"path": str(lib / "lib.py")}})
+        assert len(questions.asked) == 1
+        assert "additionalDirectories" not in again.result("session/list", {})["sessions"][0]
+        again.close()
+        again.validate_schemas()
+    finally:
+        again.kill()
+
+
+def test_v1_refuses_a_bad_directory_and_v2_refuses_them_all(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    app = tmp_path / "app"
+    (app / "inner").mkdir(parents=True)
+    v1 = AcpProcess(tmp_path, env=llm_env(fake_llm))
+    v2 = AcpProcess(tmp_path, env=llm_env(fake_llm))
+    try:
+        v1.initialize(1)
+        for directories, message in (
+            ([str(app / "inner")], "is inside"),
+            (["relative"], "must be an absolute path"),
+            (["/"], "cannot be a workspace"),
+            ([str(tmp_path / "missing")], "does not exist"),
+        ):
+            error = v1.call("session/new", {"cwd": str(app), "mcpServers": [], "additionalDirectories": directories})
+            assert error["error"]["code"] == -32602 and message in error["error"]["message"], error
+        assert v1.result("session/list", {})["sessions"] == []  # nothing was made
+
+        init = v2.initialize(2)
+        assert init["capabilities"] == {"session": {}}  # v2 advertises nothing new
+        error = v2.call("session/new", {"cwd": str(app), "additionalDirectories": [str(tmp_path / "app" / "inner")]})
+        assert error["error"]["code"] == -32602 and "additionalDirectories" in error["error"]["message"]
+        v1.close()
+        v2.close()
+        v1.validate_schemas()
+        v2.validate_schemas()
+    finally:
+        v1.kill()
+        v2.kill()
