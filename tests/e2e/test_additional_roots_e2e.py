@@ -66,8 +66,10 @@ def test_a_second_root_is_read_edited_and_written_by_commands_as_the_first(
             "name": "edit_file",
             "arguments": {"path": str(lib / "lib.py"), "old_string": "x = 1", "new_string": "x = 2"},
         }
-        assert _prompt(client, fake_llm, sid, read, edit)["result"]["stopReason"] == "end_turn"
+        grep = {"name": "grep", "arguments": {"pattern": "x = ", "path": str(lib)}}
+        assert _prompt(client, fake_llm, sid, read, edit, grep)["result"]["stopReason"] == "end_turn"
         assert questions.asked == [] and (lib / "lib.py").read_text() == "x = 2\n"
+        assert f"{lib}/lib.py:1:x = 2" in _tool_results(fake_llm)[-1]  # the search view of the second root
         system = fake_llm.requests[-1].body["messages"][0]["content"]
         assert f"Additional workspace roots: {lib}." in json.dumps(system)
 

@@ -178,9 +178,14 @@ async def test_searches_take_a_second_root_as_their_path(tmp_path: Path) -> None
     (second / "pkg").mkdir()
     (second / "pkg" / "mod.py").write_text("needle = 1\n")
     text = await h.call("grep", pattern="needle", path=str(second))
-    assert "pkg/mod.py" in text and h.approver.requests == []
+    # named so that the model can pass the name back: relative paths are the cwd root's
+    assert f"{second}/pkg/mod.py:1:needle = 1" in text and h.approver.requests == []
+    found = await h.call("glob", pattern="**/*.py", path=str(second))
+    assert f"{second}/pkg/mod.py" in found and f"{second}/lib.py" in found
     listed = await h.call("list_dir", path=str(second))
     assert "lib.py" in listed and h.approver.requests == []
+    (h.root / "here.py").write_text("needle = 2\n")
+    assert "here.py:1:needle = 2" in await h.call("grep", pattern="needle")  # the cwd root's stay relative
 
 
 async def test_a_patch_changes_one_root_at_a_time(tmp_path: Path) -> None:

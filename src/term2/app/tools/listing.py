@@ -210,7 +210,7 @@ class Glob:
     def prepare(self, args: Arguments, root: str, extra_roots: tuple[str, ...] = ()) -> Invocation:
         include = Include.parse(required_str(args, "pattern"))
         path = resolve_shown(root, optional_str(args, "path") or ".")
-        root = anchor(path, root, extra_roots)  # judged, opened and walked from the root that holds it
+        base, root = root, anchor(path, root, extra_roots)  # walked from the root holding it, named from cwd
         ignored = optional_bool(args, "include_ignored")
         return Invocation(
             title=f"Find {include.pattern} in {shown(path)}",
@@ -218,19 +218,29 @@ class Glob:
             target=path,
             grant_folder=path,
             locations=located(path),
-            run=partial(self._run, path, include, root, ignored),
+            run=partial(self._run, path, include, root, base, ignored),
         )
 
     async def _run(
-        self, path: str, include: Include, root: str, ignored: bool, ctx: ToolContext, call_id: str
+        self, path: str, include: Include, root: str, base: str, ignored: bool, ctx: ToolContext, call_id: str
     ) -> Outcome:
         search = engine(self.search, self.name)
-        return Outcome.text_only(await glob_paths(search, path, include, root, self.limit, include_ignored=ignored))
+        found = await glob_paths(search, path, include, root, self.limit, include_ignored=ignored, named_from=base)
+        return Outcome.text_only(found)
 
 
 async def glob_paths(
-    search: WorkspaceSearch, top: str, include: Include, root: str, limit: int, *, include_ignored: bool = False
+    search: WorkspaceSearch,
+    top: str,
+    include: Include,
+    root: str,
+    limit: int,
+    *,
+    include_ignored: bool = False,
+    named_from: str | None = None,
 ) -> str:
+    """The files under `top` matching `include`, walked from `root` and named relative to `named_from` (cwd)."""
+    base = root if named_from is None else named_from
     if not os.path.isdir(top):
         raise ToolFailed(f"{shown(top)} is not a folder; glob searches folders")
     walk = Walk(
@@ -249,10 +259,10 @@ async def glob_paths(
         raise ToolFailed(f"glob could not run: {err}") from err
     if found.end.complaint is not None and not found.items:
         raise ToolFailed(f"glob failed: {found.end.complaint}")
-    shown_path = shown_under(top, root)
+    shown_path = shown_under(top, base)
     lines = [shown_path(p) for p in found.items]
     if not lines:
-        return f"No files match {include.pattern} under {shown(display(top, root))}\n"
+        return f"No files match {include.pattern} under {shown(display(top, base))}\n"
     if found.more:
         lines.append(
             f"[truncated: the first {limit} files in path order; files after {lines[-1]} were left out: "

@@ -113,26 +113,41 @@ class Grep:
             optional_bool(args, "include_ignored"),
         )
         path = resolve_shown(root, optional_str(args, "path") or ".")
-        root = anchor(path, root, extra_roots)  # judged, opened and searched from the root that holds it
+        base, root = root, anchor(path, root, extra_roots)  # searched from the root holding it, named from cwd
         return Invocation(
             title=f"Search {pattern!r} in {shown(path)}",
             access=Access.READ,
             target=path,
             grant_folder=folder_of(path),
             locations=located(path),
-            run=partial(self._run, path, query, root),
+            run=partial(self._run, path, query, root, base),
         )
 
-    async def _run(self, path: str, query: SearchQuery, root: str, ctx: ToolContext, call_id: str) -> Outcome:
+    async def _run(
+        self, path: str, query: SearchQuery, root: str, base: str, ctx: ToolContext, call_id: str
+    ) -> Outcome:
         search = engine(self.search, self.name)
-        text = await grep(search, path, query, root, self.limit, ctx.access.workspace.grants.read_folders)
+        opened = ctx.access.workspace.grants.read_folders
+        text = await grep(search, path, query, root, self.limit, opened, named_from=base)
         return Outcome.text_only(text)
 
 
 async def grep(
-    search: WorkspaceSearch, top: str, query: SearchQuery, root: str, limit: int, opened: Collection[str] = ()
+    search: WorkspaceSearch,
+    top: str,
+    query: SearchQuery,
+    root: str,
+    limit: int,
+    opened: Collection[str] = (),
+    *,
+    named_from: str | None = None,
 ) -> str:
-    """Search `top`, a file judged on its own or a folder whose secrets only a grant opens."""
+    """Search `top`, a file judged on its own or a folder whose secrets only a grant opens.
+
+    `root` is the root holding `top` (its view is searched); results are named relative to `named_from`
+    (the session's cwd, when that is another root), so that every name the model reads it can pass back.
+    """
+    base = root if named_from is None else named_from
     if not os.path.lexists(top):
         raise FileNotFoundError(f"not found: {top}")
     folder = os.path.isdir(top)
@@ -167,13 +182,13 @@ async def grep(
         finally:
             os.close(file)
     if isinstance(found, WorkspaceSearchFailed):
-        raise ToolFailed(f"the search of {shown(display(top, root))} could not run: {found}") from found
+        raise ToolFailed(f"the search of {shown(display(top, base))} could not run: {found}") from found
     if found.end.complaint is not None and not found.items:
         raise ToolFailed(f"invalid regular expression or search: {found.end.complaint}")
-    shown_path = shown_under(top, root)
+    shown_path = shown_under(top, base)
     out = [f"{shown_path(m.path)}:{m.line}:{_text(m)}" for m in found.items]
     if not out:
-        out.append(f"No matches for {query.pattern!r} under {shown(display(top, root))}")
+        out.append(f"No matches for {query.pattern!r} under {shown(display(top, base))}")
     if found.more:
         last = found.items[-1]
         out.append(
