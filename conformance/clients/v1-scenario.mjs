@@ -14,8 +14,12 @@ const dialect = {
     clientCapabilities: config.clientCapabilities ?? {},
     clientInfo,
   }),
-  // v1 requires mcpServers (may be empty).
-  newSessionParams: (cwd, step) => ({ cwd, mcpServers: step?.mcpServers ?? [] }),
+  // v1 requires mcpServers (may be empty); a step's additionalDirectories are sent as they are.
+  newSessionParams: (cwd, step) => ({
+    cwd,
+    mcpServers: step?.mcpServers ?? [],
+    ...(step?.additionalDirectories ? { additionalDirectories: step.additionalDirectories } : {}),
+  }),
   permissionInfo: (params) => ({
     title: params.toolCall?.title ?? null,
     toolCallId: params.toolCall?.toolCallId ?? null,
@@ -32,7 +36,8 @@ const dialect = {
   // "resume" defaults to session/load (replays history); {"method":"session/resume"} opts out.
   resumeRequest(sessionId, cwd, step) {
     const method = step.method ?? "session/load";
-    return { method, params: { sessionId, cwd, mcpServers: [] } };
+    const extra = step.additionalDirectories ? { additionalDirectories: step.additionalDirectories } : {};
+    return { method, params: { sessionId, cwd, mcpServers: [], ...extra } };
   },
 };
 

@@ -8,6 +8,8 @@ validated against the v1 schema.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,9 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer
 from tests.support.acp_process import AcpProcess, Message
+from tests.support.sdk_clients import run_scenario
+
+AGENT = [sys.executable, "-m", "term2", "acp"]
 
 TURN_TIMEOUT = 180.0  # the first prompt of a process imports litellm
 
@@ -156,3 +161,49 @@ def test_v1_refuses_a_bad_directory_and_v2_refuses_them_all(tmp_path: Path, fake
     finally:
         v1.kill()
         v2.kill()
+
+
+@pytest.mark.timeout(480)
+@pytest.mark.parametrize("sdk", ["1.4.0", "2.4.0"])
+def test_the_official_sdk_clients_open_a_multi_root_session(sdk: str, tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    """The official v1 clients send `additionalDirectories` on new and load, and validate what comes back;
+    the client rejects every question, so the edit in the second root lands only because none is asked."""
+    app, lib = tmp_path / "app", tmp_path / "lib"
+    app.mkdir()
+    lib.mkdir()
+    (lib / "lib.py").write_text("x = 1\n")
+    edit = {
+        "name": "edit_file",
+        "arguments": {"path": str(lib / "lib.py"), "old_string": "x = 1", "new_string": "x = 2"},
+    }
+    fake_llm.push({"tool_calls": [edit]}, {"text": "Edited."})
+    steps: list[Any] = [
+        "initialize",
+        {"op": "new", "additionalDirectories": [str(lib)]},
+        {"op": "prompt", "text": "edit lib"},
+        {"op": "list"},
+        {"op": "load", "additionalDirectories": [str(lib)]},
+    ]
+    workdir = tmp_path / "scenario"
+    workdir.mkdir()
+    env = {
+        **os.environ,
+        **llm_env(fake_llm),
+        "TERM2_HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+    }
+    config = {
+        "cwd": str(app),
+        "steps": steps,
+        "permissions": [],
+        "permissionDefault": "reject_once",
+        "timeoutMs": 60000,
+    }
+    result = run_scenario(1, AGENT, config, workdir, env=env, timeout=220, sdk=sdk)
+    assert result.returncode == 0 and result.summary["ok"], result.explain()
+    result.validate_transcript()
+    initialize = result.summary["initialize"]
+    assert initialize["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"] == {}
+    assert result.summary["permissionRequests"] == [] and (lib / "lib.py").read_text() == "x = 2\n"
+    (listed,) = next(s for s in result.summary["steps"] if s["index"] == 3)["sessions"]
+    assert listed["additionalDirectories"] == [str(lib)]

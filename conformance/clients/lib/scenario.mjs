@@ -186,11 +186,12 @@ const STEPS = {
     if (step.cwd !== undefined) params.cwd = step.cwd;
     if (step.cursor !== undefined) params.cursor = step.cursor;
     const result = await env.ctx.request("session/list", params);
-    const sessions = result.sessions.map(({ sessionId, cwd, title, updatedAt }) => ({
+    const sessions = result.sessions.map(({ sessionId, cwd, title, updatedAt, additionalDirectories }) => ({
       sessionId,
       cwd,
       title,
       updatedAt,
+      additionalDirectories: additionalDirectories ?? null,
     }));
     const current = env.state.sessionId;
     return {
