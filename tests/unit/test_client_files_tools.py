@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from term2.app.tools.bridge import nested_context
-from term2.app.tools.edit import EDIT_LIMIT
+from term2.app.tools.edit_texts import EDIT_LIMIT
 from term2.domain.approval import Choice
 from term2.ports.approval import ApprovalDecision
 from term2.ports.llm import ToolCallRequest

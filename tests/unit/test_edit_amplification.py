@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from term2.app.tools.edit import EDIT_LIMIT
+from term2.app.tools.edit_texts import EDIT_LIMIT
 from term2.domain.approval import Choice
 from term2.domain.diff import DIFF_CONTENT_BYTES
 from term2.domain.history import DiffOutput, TextOutput

@@ -176,20 +176,20 @@ async def test_an_edit_worked_out_from_the_buffer_is_not_written_to_the_disk_whe
 async def test_an_edit_that_read_the_disk_writes_the_disk_even_if_the_program_ended_meanwhile(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from term2.app.tools import edit
+    from term2.app.tools import edit_texts
 
     target = h.root / "f.txt"
     target.write_text("x = 1\n")
     files = MemoryClientFiles({str(target): "x = 1\nunsaved = 0\n"})
     ended = anyio.Event()
-    read_from_disk = edit.disk_old
+    read_from_disk = edit_texts.disk_old
 
     def read_then_end_the_program(path: str, root: str) -> object:
         old = read_from_disk(path, root)
         anyio.from_thread.run_sync(ended.set)
         return old
 
-    monkeypatch.setattr(edit, "disk_old", read_then_end_the_program)
+    monkeypatch.setattr(edit_texts, "disk_old", read_then_end_the_program)
 
     async def program(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with h.folder_locks.program(identity(h.root)):

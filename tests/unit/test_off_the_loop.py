@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from term2.adapters.acp import wire_v2
-from term2.app.tools import edit
+from term2.app.tools import edit_refusals
 from term2.domain.history import DiffOutput, ToolStatus
 from term2.domain.near_match import NearMatch
 from tests.unit.test_tools import Harness, new_harness
@@ -39,7 +39,7 @@ async def test_a_cancel_does_not_wait_for_a_hint_being_computed(h: Harness, monk
         finished.set()
         return None
 
-    monkeypatch.setattr(edit, "closest_lines", slow_hint)
+    monkeypatch.setattr(edit_refusals, "closest_lines", slow_hint)
     (h.root / "a.py").write_text("x = 1\n")
     try:
         with anyio.CancelScope() as scope:

@@ -22,39 +22,29 @@ from functools import partial
 import anyio.to_thread
 
 from term2.app.tools import names
-from term2.app.tools.anchored import open_regular, read_upto, write_whole
+from term2.app.tools.anchored import write_whole
 from term2.app.tools.args import ArgumentError, Arguments, optional_bool, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, not_applied, show_change
+from term2.app.tools.edit_refusals import forgiven, refusal
+from term2.app.tools.edit_texts import EDIT_LIMIT, NotText, Old, disk_old, encoded, old_text, read_existing
 from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
-from term2.app.tools.files import SNIFF_BYTES, human_size, looks_binary
+from term2.app.tools.files import human_size
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
-from term2.app.tools.through_client import client_read, client_write, reader
+from term2.app.tools.through_client import client_write, reader
 from term2.domain.bounded_match import Budget
 from term2.domain.history import TextOutput, ToolKind, ToolOutput
 from term2.domain.line_endings import styled_like
-from term2.domain.near_match import closest_lines
 from term2.domain.roots import anchor
 from term2.domain.text_edits import Applied, Edit, Refused, apply_edits
-from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
-from term2.domain.truncation import ellipsize, keep_head
+from term2.domain.tolerant_match import TOLERANCE_STEPS
 from term2.domain.workspace import MAX_DEPTH, Access, too_deep
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
-EDIT_LIMIT = 10 * 1024 * 1024  # a file read to edit or diff, and a file an edit may produce (as read_file's)
 MAX_EDITS = 100  # edits in one multi_edit call
-HINT_LINE_CHARS = 300  # of each line a near-match hint shows (a minified file's one line is megabytes)
-HINT_CHARS = 8 * 1024  # of a whole hint
-
-
-class NotText(ToolFailed):
-    """The existing file cannot be treated as text: edit_file refuses, write_file skips the diff."""
-
-
-Old = str | None | NotText  # the file's text, no file, or why its content is not text
 
 
 class Reviewed:
@@ -124,72 +114,6 @@ def _preview(
     if reviewed is not None:
         reviewed.shown(new)
     return (client_content(path, old, new),)
-
-
-def read_existing(path: str, root: str) -> str | None:
-    """The current text of `path`, None if absent; refuse what cannot round-trip."""
-    try:
-        fd = open_regular(path, root, verb="changed")
-    except FileNotFoundError:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        data = b"" if size > EDIT_LIMIT else read_upto(fd, EDIT_LIMIT + 1)
-    finally:
-        os.close(fd)
-    if size > EDIT_LIMIT or len(data) > EDIT_LIMIT:
-        raise NotText(
-            f"{names.shown(path)} is too large to edit as text ({human_size(max(size, len(data)))}; "
-            f"the limit is {human_size(EDIT_LIMIT)})"
-        )
-    if looks_binary(data):
-        raise NotText(f"{names.shown(path)} is a binary file; it cannot be edited as text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotText(f"{names.shown(path)} is not valid UTF-8; it cannot be edited as text") from None
-
-
-def disk_old(path: str, root: str) -> Old:
-    try:
-        return read_existing(path, root)
-    except NotText as why:
-        return why
-
-
-def _client_old(path: str, text: str) -> Old:
-    """The editor's text of `path`, held to the disk's rules: the size cap, no binary, UTF-8 that round-trips."""
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate from the client's JSON
-        return NotText(f"{names.shown(path)} is not valid UTF-8; it cannot be edited as text")
-    if size > EDIT_LIMIT:
-        limit = human_size(EDIT_LIMIT)
-        return NotText(f"{names.shown(path)} is too large to edit as text ({human_size(size)}; the limit is {limit})")
-    if looks_binary(text[:SNIFF_BYTES].encode("utf-8")):
-        return NotText(f"{names.shown(path)} is a binary file; it cannot be edited as text")
-    return text
-
-
-async def old_text(ctx: ToolContext, path: str, root: str) -> Old:
-    """What the file holds now: the editor's buffer where it serves reads (unsaved text included), else the disk.
-
-    Only called after the gate allowed the call, so a path that needs asking reaches the editor only once
-    the user said yes; the preview shown before that is the disk's.
-    """
-    text = await client_read(ctx, path, root)
-    if text is not None:
-        return _client_old(path, text)
-    return await anyio.to_thread.run_sync(partial(disk_old, path, root), abandon_on_cancel=True)
-
-
-def encoded(path: str, text: str) -> bytes:
-    data = text.encode("utf-8")
-    if len(data) > EDIT_LIMIT:
-        raise ToolFailed(
-            f"{names.shown(path)} would be {human_size(len(data))} long; the limit is {human_size(EDIT_LIMIT)}"
-        )
-    return data
 
 
 def _write(path: str, root: str, text: str) -> bool:
@@ -457,7 +381,7 @@ def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: b
         raise ToolFailed(unread or f"file not found: {names.shown(path)} (use write_file to create it)")
     result = apply_edits(old, edits, Budget(TOLERANCE_STEPS), EDIT_LIMIT)
     if isinstance(result, Refused):
-        raise ToolFailed(unread or _refusal(path, edits, result))
+        raise ToolFailed(unread or refusal(path, edits, result))
     if not isinstance(result, Applied):
         raise ToolFailed(
             unread
@@ -470,71 +394,5 @@ def _plan_edits(path: str, edits: tuple[Edit, ...], old: Old, *, old_readable: b
     shown = show_change(path, old, result.text, verb, old_readable=old_readable)
     text = shown.text
     if old_readable and result.tolerances:
-        text = _forgiven(edits, result.tolerances) + text
+        text = forgiven(edits, result.tolerances) + text
     return _Planned(result.text, Outcome(text, (shown.content,), locations=names.located(path, result.first_line)))
-
-
-def _forgiven(edits: tuple[Edit, ...], tolerances: tuple[tuple[int, str], ...]) -> str:
-    """What the tolerance chain forgave, said first so the model checks the diff below against its intent."""
-    said = "".join(
-        f"{_which(edits, index)}old_string did not match exactly; it matched one place after {how}.\n"
-        for index, how in tolerances
-    )
-    return said + "Check the diff below.\n"
-
-
-def _which(edits: tuple[Edit, ...], index: int) -> str:
-    return f"edit {index + 1}: " if len(edits) > 1 else ""
-
-
-def _refusal(path: str, edits: tuple[Edit, ...], refused: Refused) -> str:
-    """Why an edit of a file the model may read failed, with the places or the closest lines to fix it by."""
-    which = _which(edits, refused.index)
-    tail = "; no edit was applied" if len(edits) > 1 else ""
-    why = refused.why
-    if isinstance(why, Ambiguous):
-        return which + ambiguity(path, refused.text, why, "old_string") + tail
-    message = not_found(path, refused.text, edits[refused.index].old)
-    if why.why is not None:
-        message += f" ({why.why})"
-    if refused.index:
-        message += f" (the {refused.index} edit{'s' if refused.index > 1 else ''} before it applied first)"
-    return which + message + tail
-
-
-def ambiguity(path: str, text: str, why: Ambiguous, subject: str) -> str:
-    """A refusal naming every place found (as far as MAX_PLACES), with its lines: only where the model may read."""
-    count = f"more than {why.count - 1}" if why.more else str(why.count)
-    how = f" (after {why.tolerance})" if why.tolerance else ""
-    lines = text.split("\n")
-    spans = []
-    shown = []
-    for first, last in why.places:
-        spans.append(f"{first}" if first == last else f"{first}-{last}")
-        shown += [f"{n:>6}\t{ellipsize(lines[n - 1], HINT_LINE_CHARS)}" for n in range(first, min(last, first + 4) + 1)]
-        if last > first + 4:
-            shown.append("       [...]")
-        shown.append("")
-    listing = keep_head("\n".join(shown), HINT_CHARS, "\n[... more places]")
-    times = "times" if why.tolerance is None else "places"
-    return (
-        f"{subject} matches {count} {times} in {names.shown(path)}{how}: lines {', '.join(spans)} "
-        f"(line numbers are not part of the file):\n{listing}\n"
-        "term2 does not guess which one was meant: include more surrounding lines to make it unique"
-        + (", or set replace_all to true" if why.tolerance is None and subject == "old_string" else "")
-    )
-
-
-def not_found(path: str, text: str, old_string: str, subject: str = "old_string", tool: str = "edit_file") -> str:
-    message = f"{subject} was not found in {names.shown(path)}"
-    near = closest_lines(text, old_string)
-    if near is None:
-        return message + "; read the file and copy the text exactly"
-    last = near.first_line + len(near.lines) - 1
-    numbered = (f"{near.first_line + i:>6}\t{ellipsize(line, HINT_LINE_CHARS)}" for i, line in enumerate(near.lines))
-    shown = keep_head("\n".join(numbered), HINT_CHARS, "\n[... more lines]")
-    where = f"line {near.first_line}" if last == near.first_line else f"lines {near.first_line}-{last}"
-    return (
-        f"{message}. The closest text is at {where} (line numbers are not part of the file):\n{shown}\n"
-        f"Copy the text exactly from there (whitespace included) and call {tool} again."
-    )

@@ -27,17 +27,9 @@ from term2.app.tools.anchored import open_regular, read_upto
 from term2.app.tools.args import ArgumentError, Arguments, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
 from term2.app.tools.changes import client_content, may_read, not_applied, show_change
-from term2.app.tools.edit import (
-    EDIT_LIMIT,
-    NotText,
-    Old,
-    Reviewed,
-    ambiguity,
-    disk_old,
-    encoded,
-    not_found,
-    old_text,
-)
+from term2.app.tools.edit import Reviewed
+from term2.app.tools.edit_refusals import ambiguity, not_found
+from term2.app.tools.edit_texts import EDIT_LIMIT, NotText, Old, disk_old, encoded, old_text
 from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size

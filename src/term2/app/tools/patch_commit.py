@@ -18,7 +18,7 @@ import anyio.to_thread
 
 from term2.app.tools import names
 from term2.app.tools.anchored import remove_whole, write_whole
-from term2.app.tools.edit import Old, encoded
+from term2.app.tools.edit_texts import Old, encoded
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.through_client import client_write, reader
 from term2.domain.history import ToolOutput
