@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import tempfile
 import weakref
@@ -54,7 +53,7 @@ from term2.adapters.sandbox.loopback_bridge import (
     proxy_environment,
 )
 from term2.adapters.sandbox.preflight import check_host
-from term2.adapters.sandbox.process import SandboxProcess
+from term2.adapters.sandbox.process import SandboxProcess, finish, result_of
 from term2.adapters.sandbox.root_walks import clean_up, scan_before
 from term2.adapters.sandbox.spawner import spawn
 from term2.adapters.sandbox.walk_watching import how_walks_are_kept
@@ -73,8 +72,6 @@ from term2.ports.sandbox import (
 
 _log = structlog.get_logger(__name__)
 
-# How long to wait for bwrap to go away after SIGKILL before giving up on it.
-KILL_GRACE_S = 5.0
 PROBE_TIMEOUT_S = 15.0
 PROBE_UID = 65534  # "nobody": stands in for a workspace owner in the status probe
 
@@ -332,8 +329,8 @@ class BubblewrapSandbox:
             timed_out = deadline.cancelled_caught
         finally:
             with anyio.CancelScope(shield=True):
-                await _finish(box)
-        return _result(box, timed_out, identity)
+                await finish(box)
+        return result_of(box, timed_out, identity)
 
     # -- helpers --------------------------------------------------------------
 
@@ -373,58 +370,3 @@ async def _pids_group(identity: Identity, limits: Limits) -> AsyncIterator[PidsC
         if pids is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(pids.remove)
-
-
-async def _finish(box: SandboxProcess) -> None:
-    """Make sure nothing of the run survives, then release its fds."""
-    if box.reap_if_done() is None:
-        box.kill()
-        with anyio.move_on_after(KILL_GRACE_S):
-            await box.wait()
-    else:
-        box.kill()  # bwrap is gone; its namespace init must be too
-    if box.reap_if_done() is None:
-        _log.error("sandbox.unkillable", pid=box.proc.pid)
-    box.drain_status()
-    box.kill()  # the init too, now that its pid is surely known
-    with anyio.move_on_after(KILL_GRACE_S) as waited:
-        await box.wait_namespace()
-    if waited.cancelled_caught:
-        _log.error("sandbox.namespace_outlived_bwrap", pid=box.proc.pid)
-    box.close()
-
-
-def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> CommandResult:
-    output = bytes(box.output)
-    if timed_out:
-        return CommandResult(
-            exit_code=None,
-            signal=signal.SIGKILL,
-            output=output,
-            truncated=box.truncated,
-            timed_out=True,
-        )
-    code = box.exit_code
-    if code is not None:
-        return CommandResult(
-            exit_code=code,
-            signal=None,
-            output=output,
-            truncated=box.truncated,
-            timed_out=False,
-        )
-    if box.truncated:  # we killed it for flooding before it could report
-        return CommandResult(
-            exit_code=None,
-            signal=signal.SIGKILL,
-            output=output,
-            truncated=True,
-            timed_out=False,
-        )
-    message = output.decode(errors="replace").strip()[-2000:] or f"bwrap exited {box.proc.returncode}"
-    if identity.drop_to is not None:
-        message += (
-            f" (bwrap ran as uid {identity.drop_to[0]}, the workspace owner; every directory "
-            "above the workspace must be searchable by that user)"
-        )
-    raise SandboxFailed(f"the sandbox could not start the command: {message}")
