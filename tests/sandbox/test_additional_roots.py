@@ -15,11 +15,15 @@ mapped to host root, and one of an unprivileged owner the adapter drops to.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from term2.adapters.sandbox import BubblewrapSandbox
 from term2.adapters.sandbox.tree_scan import QUARANTINE_SUFFIX
 from term2.ports.sandbox import CommandRequest, CommandResult, SandboxFailed
 from tests.sandbox.commands import text
@@ -205,3 +209,31 @@ async def test_the_extra_root_keeps_its_own_walk_and_sees_the_last_commands_chan
     assert len(tree.history) == 4  # its own walk: before and after each of the two commands
     if tree.watcher is not None:  # kept: only the folder command 1 changed is listed again
         assert tree.history[0] >= 81 and max(list(tree.history)[1:]) < 10, list(tree.history)
+
+
+async def test_an_extra_root_under_a_private_folder_is_bound_after_its_tmpfs(box: Box) -> None:
+    """/tmp is a private tmpfs in the sandbox: an extra root there is still the host's folder, as the root is."""
+    folder = Path(tempfile.mkdtemp(prefix="term2-extra-", dir="/tmp")).resolve()
+    try:
+        folder.chmod(0o755)
+        box.own(folder)
+        box.write(folder / "plain.txt", f"plain-{box.tag}\n")
+        box.write(folder / ".env", f"TMP_SECRET={box.tag}\n")
+        result = await run(box, folder, f"cat {folder}/plain.txt {folder}/.env; echo made > {folder}/made.txt")
+        visible(box, result)
+        assert "TMP_SECRET" not in text(result) and (folder / "made.txt").read_text() == "made\n", text(result)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def test_an_extra_root_too_big_to_walk_refuses_the_command(box: Box, extra: Path) -> None:
+    """A walk of any root that cannot complete refuses the run, as the root's does: nothing ran."""
+    for n in range(30):
+        box.make_dir(extra / f"d{n}")
+    sandbox = BubblewrapSandbox(limits=replace(box.limits, scan_entries=20))
+    request = CommandRequest(
+        command=f"touch {box.root}/ran {extra}/ran", root=str(box.root), cwd=str(box.root), extra_roots=(str(extra),)
+    )
+    with pytest.raises(SandboxFailed, match=str(extra)):
+        await sandbox.run(request)
+    assert not (box.root / "ran").exists() and not (extra / "ran").exists()
