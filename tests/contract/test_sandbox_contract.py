@@ -196,3 +196,87 @@ def test_scripted_sandbox_executes_nothing(tmp_path: Path) -> None:
 
     result = anyio.run(main)
     assert result.exit_code == 127 and not marker.exists()
+
+
+# -- extra roots (ACP additionalDirectories, ADR 0050) ------------------------------------------------------
+
+MARK = "touch ran"  # what a refused run must not have done
+
+
+@pytest.fixture
+def extra(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A second root beside the harness's, of the same owner."""
+    folder = tmp_path_factory.mktemp("extra-root")
+    os.chown(folder, *_owner(harness.root))
+    return str(folder.resolve())
+
+
+def _owner(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_uid, info.st_gid
+
+
+def _refused_extra(kind: str, root: str, extra: str) -> tuple[str, ...]:
+    """An extra root list the adapters must refuse, made on the disk as ``kind`` says."""
+    if kind == "same":
+        return (root,)
+    if kind == "inside":
+        os.mkdir(os.path.join(root, "sub"))
+        return (os.path.join(root, "sub"),)
+    if kind == "holding":
+        return (os.path.dirname(root),)
+    if kind == "twice":
+        return (extra, extra)
+    if kind == "missing":
+        return (os.path.join(extra, "gone"),)
+    if kind == "file":
+        Path(extra, "file").write_text("")
+        return (os.path.join(extra, "file"),)
+    if kind == "non-canonical":
+        link = os.path.join(os.path.dirname(extra), os.path.basename(extra) + "-link")
+        os.symlink(extra, link)
+        return (link,)
+    if kind == "relative":
+        return (os.path.relpath(extra),)
+    if kind == "other-owner":
+        uid, gid = _owner(root)
+        os.chown(extra, 65534 if uid == 0 else 0, 65534 if gid == 0 else 0)
+        return (extra,)
+    return (kind,)  # an unsafe folder itself
+
+
+REFUSED_KINDS = [
+    "same",
+    "inside",
+    "holding",
+    "twice",
+    "missing",
+    "file",
+    "non-canonical",
+    "relative",
+    "/",
+    "/tmp",
+    "/etc",
+    os.path.realpath(os.path.expanduser("~")),
+    pytest.param("other-owner", marks=pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")),
+]
+
+
+async def test_an_extra_root_is_accepted(harness: Harness, extra: str) -> None:
+    request = CommandRequest(command=TRUE, root=harness.root, cwd=harness.root, extra_roots=(extra,))
+    assert (await harness.sandbox.run(request)).exit_code == 0
+
+
+@pytest.mark.parametrize("kind", REFUSED_KINDS)
+async def test_a_bad_extra_root_is_refused_before_anything_runs(harness: Harness, extra: str, kind: str) -> None:
+    """Each extra root is judged exactly as the root is, and must not overlap it or another, nor belong to
+    another user: every adapter refuses the same lists, and the command (which would make `ran`) never ran."""
+    if isinstance(harness.sandbox, ScriptedSandbox):
+        harness.sandbox.add(MARK, Script())
+    extras = _refused_extra(kind, harness.root, extra)
+    request = CommandRequest(command=MARK, root=harness.root, cwd=harness.root, extra_roots=extras)
+    with pytest.raises(SandboxFailed):
+        await harness.sandbox.run(request)
+    assert not os.path.exists(os.path.join(harness.root, "ran"))
+    if isinstance(harness.sandbox, ScriptedSandbox):
+        assert harness.sandbox.calls == []

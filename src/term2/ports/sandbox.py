@@ -26,7 +26,7 @@ class SandboxFailed(Exception):
 @dataclass(frozen=True, slots=True)
 class CommandRequest:
     command: str
-    root: str  # canonical workspace root, the only writable host path
+    root: str  # canonical workspace root holding cwd; with extra_roots, the only writable host paths
     cwd: str  # canonical folder the command starts in
     timeout_s: float = 120.0
     output_limit: int = 256 * 1024
@@ -42,6 +42,9 @@ class CommandRequest:
     guard_instructions: bool = False
     # The session's other workspace roots (ACP additionalDirectories), canonical, none inside or holding
     # `root` or each other: bound writable at their real paths with the same masks, protection and walks.
+    # Each is judged as `root` is (an unsafe, missing, overlapping one, or one of another owner than
+    # `root`'s, fails the run with SandboxFailed before anything runs), for a root judged or walked
+    # more loosely would be the way around every rule the root keeps (ADR 0050).
     extra_roots: tuple[str, ...] = ()
 
 

@@ -1,6 +1,8 @@
 """BubblewrapSandbox: the Sandbox port on Linux, confining commands with bwrap.
 
-Design (ADR 0005): the workspace root is the only writable host path; the host
+Design (ADR 0005): the workspace roots (the root and the session's additional
+directories, ADR 0050) are the only writable host paths, each walked and
+protected alike (``workspace_roots``, ``root_walks``); the host
 filesystem is read-only; network, IPC, pid, uts and cgroup namespaces are
 private; capabilities are dropped and nested user namespaces refused; a
 seccomp deny-list closes the kernel surface; the environment is an allow-list.
@@ -13,13 +15,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
-import stat
 import subprocess
 import tempfile
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -36,7 +36,6 @@ from term2.adapters.sandbox.footholds import (
     remove_ghosts,
     secret_masks,
     socket_masks,
-    strip_setid_bits,
 )
 from term2.adapters.sandbox.invocation import (
     BWRAP,
@@ -54,20 +53,12 @@ from term2.adapters.sandbox.loopback_bridge import (
     proxy_environment,
 )
 from term2.adapters.sandbox.preflight import check_host
-from term2.adapters.sandbox.process import SandboxProcess
+from term2.adapters.sandbox.process import SandboxProcess, finish, result_of
+from term2.adapters.sandbox.root_walks import clean_up, scan_before
 from term2.adapters.sandbox.spawner import spawn
-from term2.adapters.sandbox.tree_scan import (
-    ScanIncomplete,
-    TreeScan,
-    instruction_notice,
-    quarantine_instructions,
-    quarantine_plants,
-    refuse_incomplete,
-    scan_after,
-)
 from term2.adapters.sandbox.walk_watching import how_walks_are_kept
 from term2.adapters.sandbox.watched_tree import TreeWatches
-from term2.domain.footholds import unsafe_root_reason
+from term2.adapters.sandbox.workspace_roots import validated
 from term2.domain.network import HostPattern, NetworkGrant
 from term2.ports.network import Egress, EgressSession
 from term2.ports.sandbox import (
@@ -81,8 +72,6 @@ from term2.ports.sandbox import (
 
 _log = structlog.get_logger(__name__)
 
-# How long to wait for bwrap to go away after SIGKILL before giving up on it.
-KILL_GRACE_S = 5.0
 PROBE_TIMEOUT_S = 15.0
 PROBE_UID = 65534  # "nobody": stands in for a workspace owner in the status probe
 
@@ -217,24 +206,29 @@ class BubblewrapSandbox:
         return await self._run(request, on_output)
 
     async def _run(self, request: CommandRequest, on_output: OutputSink | None) -> CommandResult:
-        root, cwd = _validated(request, self._hidden)
+        """Every root of the request (the root, then its extra roots, ADR 0050) walked, protected, bound and
+        cleaned up alike; the command starts in the root."""
+        root, cwd, extras = validated(request, self._hidden)
+        roots = (root, *extras)
         root_stat = os.stat(root)
         identity = identity_for(root_stat.st_uid, root_stat.st_gid)
-        async with self._using(root) as use:
-            before = await anyio.to_thread.run_sync(
-                _scan_before, self.trees, root, self._limits.scan_entries, identity.host_root
-            )
-            guard = request.guard_instructions
-            plan = plan_protection(before, self._mask_material(), guard_instructions=guard)
-            use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
+        guard = request.guard_instructions
+        limit = self._limits.scan_entries
+        async with AsyncExitStack() as stack:
+            uses = [await stack.enter_async_context(self._using(each)) for each in roots]
+            befores = await anyio.to_thread.run_sync(scan_before, self.trees, roots, limit, identity.host_root)
+            plans = [plan_protection(before, self._mask_material(), guard_instructions=guard) for before in befores]
+            for use, plan in zip(uses, plans, strict=True):
+                use.ghosts.extend(g for g in plan.ghosts if g not in use.ghosts)
+            binds = [(each, plan.args) for each, plan in zip(roots, plans, strict=True)]
             notices: list[str] = []
             try:
                 async with _pids_group(identity, self._limits) as pids:
-                    result = await self._supervise(request, root, cwd, identity, plan.args, pids, on_output)
+                    result = await self._supervise(request, binds, cwd, identity, pids, on_output)
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled command may have planted too
                     notices = await anyio.to_thread.run_sync(
-                        _clean_up, self.trees, root, before, self._limits.scan_entries, identity.host_root, guard
+                        clean_up, self.trees, befores, limit, identity.host_root, guard
                     )
             return replace(result, notices=result.notices + tuple(notices))
 
@@ -248,34 +242,34 @@ class BubblewrapSandbox:
     async def _supervise(
         self,
         request: CommandRequest,
-        root: str,
+        binds: list[tuple[str, list[str]]],
         cwd: str,
         identity: Identity,
-        protection: list[str],
         pids: PidsCgroup | None,
         on_output: OutputSink | None,
     ) -> CommandResult:
         if request.network is None:
-            return await self._start(request, root, cwd, identity, protection, pids, on_output, None)
+            return await self._start(request, binds, cwd, identity, pids, on_output, None)
         python = find_python()
         if self._egress is None or python is None:
             why = "no python3 on the sandbox's PATH for its loopback bridge" if python is None else "no proxy"
             raise SandboxFailed(f"network by approval is not available here ({why}); nothing ran")
         async with self._egress.session(request.network, owner=identity.drop_to) as net:
-            result = await self._start(request, root, cwd, identity, protection, pids, on_output, (net, python))
+            result = await self._start(request, binds, cwd, identity, pids, on_output, (net, python))
             return replace(result, notices=result.notices + tuple(net.refusals))
 
     async def _start(
         self,
         request: CommandRequest,
-        root: str,
+        binds: list[tuple[str, list[str]]],
         cwd: str,
         identity: Identity,
-        protection: list[str],
         pids: PidsCgroup | None,
         on_output: OutputSink | None,
         network: tuple[EgressSession, str] | None,
     ) -> CommandResult:
+        """``binds``: each root to bind writable with its protection, the root first."""
+        root = binds[0][0]
         masks = self._mask_material()
         host_masks = (secret_masks(masks) if identity.host_root else []) + hidden_masks(self._hidden, masks)
         host_masks += await self._socket_masks()
@@ -286,13 +280,12 @@ class BubblewrapSandbox:
             bwrap=self._bwrap,
             limits=self._limits,
             identity=identity,
-            root=root,
+            roots=binds,
             cwd=cwd,
             command=request.command,
             status_fd=status_w,
             seccomp_fd=seccomp_fd,
             host_masks=host_masks,
-            protection=protection,
             network=None if network is None else _network_args(*network),
         )
         if pids is not None:
@@ -336,8 +329,8 @@ class BubblewrapSandbox:
             timed_out = deadline.cancelled_caught
         finally:
             with anyio.CancelScope(shield=True):
-                await _finish(box)
-        return _result(box, timed_out, identity)
+                await finish(box)
+        return result_of(box, timed_out, identity)
 
     # -- helpers --------------------------------------------------------------
 
@@ -377,115 +370,3 @@ async def _pids_group(identity: Identity, limits: Limits) -> AsyncIterator[PidsC
         if pids is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(pids.remove)
-
-
-async def _finish(box: SandboxProcess) -> None:
-    """Make sure nothing of the run survives, then release its fds."""
-    if box.reap_if_done() is None:
-        box.kill()
-        with anyio.move_on_after(KILL_GRACE_S):
-            await box.wait()
-    else:
-        box.kill()  # bwrap is gone; its namespace init must be too
-    if box.reap_if_done() is None:
-        _log.error("sandbox.unkillable", pid=box.proc.pid)
-    box.drain_status()
-    box.kill()  # the init too, now that its pid is surely known
-    with anyio.move_on_after(KILL_GRACE_S) as waited:
-        await box.wait_namespace()
-    if waited.cancelled_caught:
-        _log.error("sandbox.namespace_outlived_bwrap", pid=box.proc.pid)
-    box.close()
-
-
-def _result(box: SandboxProcess, timed_out: bool, identity: Identity) -> CommandResult:
-    output = bytes(box.output)
-    if timed_out:
-        return CommandResult(
-            exit_code=None,
-            signal=signal.SIGKILL,
-            output=output,
-            truncated=box.truncated,
-            timed_out=True,
-        )
-    code = box.exit_code
-    if code is not None:
-        return CommandResult(
-            exit_code=code,
-            signal=None,
-            output=output,
-            truncated=box.truncated,
-            timed_out=False,
-        )
-    if box.truncated:  # we killed it for flooding before it could report
-        return CommandResult(
-            exit_code=None,
-            signal=signal.SIGKILL,
-            output=output,
-            truncated=True,
-            timed_out=False,
-        )
-    message = output.decode(errors="replace").strip()[-2000:] or f"bwrap exited {box.proc.returncode}"
-    if identity.drop_to is not None:
-        message += (
-            f" (bwrap ran as uid {identity.drop_to[0]}, the workspace owner; every directory "
-            "above the workspace must be searchable by that user)"
-        )
-    raise SandboxFailed(f"the sandbox could not start the command: {message}")
-
-
-def _clean_up(
-    trees: TreeWatches, root: str, before: TreeScan, limit: int, host_root: bool, guard: bool = False
-) -> list[str]:
-    """After every run: quarantine planted git metadata, report changed instruction files and, for
-    host-root runs, strip setid bits.
-
-    One walk serves all three. Setid stripping is only for runs mapped to host
-    root: the seccomp filter already refuses to create those bits, and this is
-    the backstop where a miss would be a setuid-root binary.
-    """
-    after = scan_after(root, limit, setid=host_root, walk=trees.scan)
-    if isinstance(after, str):
-        _log.warning("sandbox.unchecked", root=root, notice=after)
-        return [after]
-    changed = strip_setid_bits(after.setid_files)
-    if changed:
-        _log.warning("sandbox.setid_stripped", root=root, paths=changed[:20])
-    notices = quarantine_plants(root, before, after)
-    if guard:  # nobody was asked about this command: what it made of an instruction file is taken back
-        notices += quarantine_instructions(root, before, after)
-    for notice in notices:
-        _log.warning("sandbox.quarantined", root=root, notice=notice)
-    instructions = None if guard else instruction_notice(root, before, after)
-    if instructions is not None:
-        _log.warning("sandbox.instructions_changed", root=root, notice=instructions)
-        notices.append(instructions)
-    return notices
-
-
-def _scan_before(trees: TreeWatches, root: str, limit: int, host_root: bool) -> TreeScan:
-    try:
-        return trees.scan(root, limit=limit, setid=host_root)  # setid as after: one walk kept for both
-    except ScanIncomplete as exc:
-        raise refuse_incomplete(root, exc) from None
-    except OSError as exc:
-        raise SandboxFailed(f"refusing to run: the workspace {root} could not be checked: {exc}") from exc
-
-
-def _validated(request: CommandRequest, hidden: Sequence[str]) -> tuple[str, str]:
-    """Canonical root and cwd, or SandboxFailed: a bad root is never bound."""
-    root, cwd = request.root, request.cwd
-    for name, path in (("root", root), ("cwd", cwd)):
-        if not os.path.isabs(path) or os.path.realpath(path) != path:
-            raise SandboxFailed(f"workspace {name} {path!r} is not a canonical absolute path")
-        try:
-            if not stat.S_ISDIR(os.stat(path).st_mode):
-                raise SandboxFailed(f"workspace {name} {path!r} is not a directory")
-        except FileNotFoundError as exc:
-            raise SandboxFailed(f"workspace {name} {path!r} does not exist") from exc
-    reason = unsafe_root_reason(root, home=os.path.realpath(os.path.expanduser("~")), private=hidden)
-    if reason is not None:
-        raise SandboxFailed(f"refusing to make {root!r} writable: {reason}")
-    if cwd != root and not cwd.startswith(root + "/"):
-        raise SandboxFailed(f"cwd {cwd!r} is outside the workspace root {root!r}")
-    return root, cwd

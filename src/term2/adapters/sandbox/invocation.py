@@ -7,6 +7,7 @@ one builder: the probe proves the production argv, not a look-alike.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 BWRAP = "/usr/bin/bwrap"
@@ -89,17 +90,18 @@ def build_argv(
     bwrap: str,
     limits: Limits,
     identity: Identity,
-    root: str,
+    roots: Sequence[tuple[str, Sequence[str]]],
     cwd: str,
     command: str,
     status_fd: int,
     seccomp_fd: int,
     host_masks: list[str],
-    protection: list[str],
     network: tuple[list[str], list[str]] | None = None,
 ) -> list[str]:
-    """``network``: the proxy sockets' bind arguments and the bridge that runs the command (ADR 0030);
-    without it the command has its namespace's loopback and nothing else."""
+    """``roots``: each workspace root (the one holding ``cwd`` first, then the extra ones, ADR 0050) with
+    the protection arguments of its own walk, bound in that order: no root holds another, so no bind
+    covers another's masks. ``network``: the proxy sockets' bind arguments and the bridge that runs the
+    command (ADR 0030); without it the command has its namespace's loopback and nothing else."""
     argv = [
         PRLIMIT,
         f"--as={limits.address_space}",
@@ -127,9 +129,10 @@ def build_argv(
     for directory in private_dirs():
         argv += ["--size", str(limits.tmpfs_size), "--tmpfs", directory]
     argv += host_masks
-    # After the tmpfs mounts, so a root under /tmp or /home is still reachable.
-    argv += ["--bind", root, root]
-    argv += protection
+    # After the tmpfs mounts, so a root under /tmp or /home is still reachable; each root's masks right
+    # after its own bind, which they must lie on.
+    for root, protection in roots:
+        argv += ["--bind", root, root, *protection]
     if network is not None:
         argv += network[0]  # after the tmpfs mounts: the sockets appear on the private /run
     # The empty root bwrap builds the view on is read-only too: no stray files outside the root.

@@ -16,10 +16,16 @@ import subprocess
 from typing import Any
 
 import anyio
+import structlog
 
-from term2.ports.sandbox import OutputSink
+from term2.adapters.sandbox.invocation import Identity
+from term2.ports.sandbox import CommandResult, OutputSink, SandboxFailed
+
+_log = structlog.get_logger(__name__)
 
 _READ_SIZE = 65536
+# How long to wait for bwrap to go away after SIGKILL before giving up on it.
+KILL_GRACE_S = 5.0
 
 
 def _parent_of(pid: int) -> int | None:
@@ -177,3 +183,59 @@ class SandboxProcess:
                 except OSError:
                     pass
         self._child_pidfd = None
+
+
+async def finish(box: SandboxProcess) -> None:
+    """Make sure nothing of the run survives, then release its fds."""
+    if box.reap_if_done() is None:
+        box.kill()
+        with anyio.move_on_after(KILL_GRACE_S):
+            await box.wait()
+    else:
+        box.kill()  # bwrap is gone; its namespace init must be too
+    if box.reap_if_done() is None:
+        _log.error("sandbox.unkillable", pid=box.proc.pid)
+    box.drain_status()
+    box.kill()  # the init too, now that its pid is surely known
+    with anyio.move_on_after(KILL_GRACE_S) as waited:
+        await box.wait_namespace()
+    if waited.cancelled_caught:
+        _log.error("sandbox.namespace_outlived_bwrap", pid=box.proc.pid)
+    box.close()
+
+
+def result_of(box: SandboxProcess, timed_out: bool, identity: Identity) -> CommandResult:
+    """The command's result from a finished box, or SandboxFailed when bwrap itself never started it."""
+    output = bytes(box.output)
+    if timed_out:
+        return CommandResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            output=output,
+            truncated=box.truncated,
+            timed_out=True,
+        )
+    code = box.exit_code
+    if code is not None:
+        return CommandResult(
+            exit_code=code,
+            signal=None,
+            output=output,
+            truncated=box.truncated,
+            timed_out=False,
+        )
+    if box.truncated:  # we killed it for flooding before it could report
+        return CommandResult(
+            exit_code=None,
+            signal=signal.SIGKILL,
+            output=output,
+            truncated=True,
+            timed_out=False,
+        )
+    message = output.decode(errors="replace").strip()[-2000:] or f"bwrap exited {box.proc.returncode}"
+    if identity.drop_to is not None:
+        message += (
+            f" (bwrap ran as uid {identity.drop_to[0]}, the workspace owner; every directory "
+            "above the workspace must be searchable by that user)"
+        )
+    raise SandboxFailed(f"the sandbox could not start the command: {message}")

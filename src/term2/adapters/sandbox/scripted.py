@@ -5,8 +5,9 @@ It never executes anything on the host. Each command string maps to a
 unknown commands answer like a shell would (exit 127). It follows the port's
 contract (tests/contract/test_sandbox_contract.py runs against it and against
 BubblewrapSandbox): output capped with ``truncated``, timeouts reported as
-``timed_out`` with SIGKILL, cancellation honoured at once, and
-SandboxUnavailable when configured unavailable.
+``timed_out`` with SIGKILL, cancellation honoured at once,
+SandboxUnavailable when configured unavailable, and extra roots judged by the
+real adapter's rule (``workspace_roots.extra_roots``: SandboxFailed, nothing run).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from term2.adapters.sandbox.workspace_roots import extra_roots
 from term2.ports.sandbox import (
     CommandRequest,
     CommandResult,
@@ -80,6 +82,8 @@ class ScriptedSandbox:
     async def run(self, request: CommandRequest, on_output: OutputSink | None = None) -> CommandResult:
         if self._unavailable is not None:
             raise SandboxUnavailable(self._unavailable)
+        if request.extra_roots:  # judged as the real adapter judges them, so callers' tests see the same refusals
+            extra_roots(request.root, request.extra_roots, hidden=())
         self.calls.append(request)
         script = self._scripts.get(request.command, NOT_FOUND)
         if script.setup_failure is not None:

@@ -27,16 +27,21 @@ class LockedSandbox:
     locks: FolderLocks
 
     async def run(self, request: CommandRequest, on_output: OutputSink | None = None) -> CommandResult:
-        """The inner run, under the program lock of the root's identity; no lock, no run (SandboxFailed)."""
-        try:
-            info = await anyio.to_thread.run_sync(os.stat, request.root)
-        except OSError as err:
-            raise SandboxFailed(f"the workspace root cannot be opened: {err}") from None
-        async with AsyncExitStack() as stack:
+        """The inner run, under the program lock of every root's identity (the root and its extra roots, each
+        once, in one order); no lock, no run (SandboxFailed)."""
+        folders: set[FolderId] = set()
+        for path in (request.root, *request.extra_roots):
             try:
-                await stack.enter_async_context(self.locks.program(FolderId(info.st_dev, info.st_ino)))
-            except FolderLockError as err:
-                raise SandboxFailed(f"the workspace's folder lock could not be taken: {err}") from None
+                info = await anyio.to_thread.run_sync(os.stat, path)
+            except OSError as err:
+                raise SandboxFailed(f"the workspace root {path!r} cannot be opened: {err}") from None
+            folders.add(FolderId(info.st_dev, info.st_ino))
+        async with AsyncExitStack() as stack:
+            for folder in sorted(folders):
+                try:
+                    await stack.enter_async_context(self.locks.program(folder))
+                except FolderLockError as err:
+                    raise SandboxFailed(f"the workspace's folder lock could not be taken: {err}") from None
             return await self.inner.run(request, on_output)
 
     async def status(self) -> SandboxStatus:
