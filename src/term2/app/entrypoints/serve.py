@@ -204,15 +204,14 @@ async def _serve(
     pending: bytes | None,
     version: int | None,
     client: ClientCaps | None,
+    images: bool,
 ) -> None:
     use_pidfds()
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)
-        from term2.app.entrypoints.catalog import takes_images
-
         info = AgentInfo("term2", "term2", __version__)
-        server = AcpServer(info, settings.acp_v2, app.methods, images=takes_images(settings))
+        server = AcpServer(info, settings.acp_v2, app.methods, images=images)
         if version is not None:
             server.initialized(version, client)
         connection = JsonRpcConnection(transport, server)
@@ -241,11 +240,14 @@ def run_acp(
     pending: bytes | None = None,
     version: int | None = None,
     client: ClientCaps | None = None,
+    *,
+    images: bool,
 ) -> None:
     """Serve on `protocol_fd` (see `guard_stdout`); `pending` is a first line already read
     from stdin, `version` one already negotiated by the launcher's early answer (and
-    `client` what that client said it can do)."""
-    anyio.run(_serve, settings, env, protocol_fd, pending, version, client, backend="asyncio")
+    `client` what that client said it can do); `images`, whether the model takes images, as
+    the launcher found it for `initialize` (a second catalog lookup would delay the first session)."""
+    anyio.run(_serve, settings, env, protocol_fd, pending, version, client, images, backend="asyncio")
 
 
 def exit_now(code: int) -> None:
