@@ -7,6 +7,8 @@ probe that records `sys.modules` at the instant the `session/new` reply is
 written to the protocol descriptor, and holds the turn part's loading (which
 start-up begins once the first session opened) until that write: so the
 snapshot is what answering needed, whatever the scheduling. No clock is read.
+It also records that the garbage collector, off during start-up, is back on by
+then, with start-up's objects frozen out of its collections.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from tests.e2e.test_prompts import make_workspace
 from tests.fakes.llm_server import start_fake_llm
 
 PROBE = r"""
-import json, os, sys, threading
+import gc, json, os, sys, threading
 
 snapshot_path = sys.argv[1]
 replied = threading.Event()
@@ -33,7 +35,8 @@ real_write = os.write
 def write(fd, data):
     if fd > 2 and b'"id":2,"result"' in bytes(data[:40]) and not replied.is_set():
         with open(snapshot_path, "w") as out:
-            json.dump(sorted(sys.modules), out)
+            seen = {"modules": sorted(sys.modules), "collecting": gc.isenabled(), "frozen": gc.get_freeze_count()}
+            json.dump(seen, out)
         replied.set()
     return real_write(fd, data)
 
@@ -115,6 +118,9 @@ def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path)
     assert created["sessionId"].startswith("sess_")
     assert {o["id"] for o in created["configOptions"]} == {"model", "mode"}  # the whole answer, pickers included
     assert created["modes"]["currentModeId"] == "ask"
-    loaded = set(json.loads(snapshot.read_text()))
+    seen = json.loads(snapshot.read_text())
+    loaded = set(seen["modules"])
     assert "term2.adapters.store.sqlite_store" in loaded and "pydantic_core" in loaded  # the probe saw the session part
     assert sorted(m for m in TURN_ONLY if m in loaded) == []
+    # start-up ran without collections (term2.__main__); what it made is frozen and collecting is back on
+    assert seen["collecting"] and seen["frozen"] > 10_000, seen["frozen"]

@@ -17,6 +17,7 @@ session exists, and only for a model that no native wire serves.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -73,6 +74,7 @@ class _Startup:
         except Exception as exc:
             self._failed_with(exc)
         finally:
+            _collect_from_now()
             self._sessions_ready.set()
         try:
             if self._app is not None:
@@ -179,6 +181,14 @@ class _Startup:
     async def aclose(self) -> None:
         if self._app is not None:
             await self._app.shutdown()
+
+
+def _collect_from_now() -> None:
+    """`term2 acp` starts with the garbage collector off (`term2.__main__`): what start-up made so far lives
+    as long as the process, so it is frozen out of every later collection, and collecting starts again
+    before the first session is answered (ADR 0051)."""
+    gc.freeze()
+    gc.enable()
 
 
 def _import_turn_modules() -> None:
