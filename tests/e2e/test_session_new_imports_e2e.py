@@ -72,6 +72,7 @@ TURN_ONLY = (
     "term2.adapters.workspace",
     "term2.app.prompting",
     "httpx",
+    "term2.ports.mcp",  # and a session that names no MCP server needs no MCP port
 )
 
 

@@ -23,12 +23,12 @@ from term2.domain.footholds import unsafe_root_reason
 from term2.domain.model_choice import ModelChoice
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
-from term2.ports.mcp import McpServer
 from term2.ports.outputs import OutputArchive
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 if TYPE_CHECKING:  # the history is read by turns and replays, which load it (ADR 0051)
     from term2.domain.history import HistoryEntry
+    from term2.ports.mcp import McpServer
 
 LIST_PAGE_SIZE = 50
 CLOSE_SETTLE_TIMEOUT_S = 10.0
