@@ -14,7 +14,7 @@ from term2.app.model_resolution import resolve_model, resolve_quickly
 from term2.app.wires import route
 from term2.domain.errors import ModelNotConfigured
 from term2.ports.catalog import ModelCatalog, RequestOptions
-from term2.ports.llm import ProviderSettings
+from term2.ports.llm_settings import ProviderSettings
 
 
 def provider_settings(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ProviderSettings:

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from term2.app.config import ConfigError, Settings
 from term2.app.model_resolution import ModelResolutionError
 from term2.app.sessions import OpenSession
-from term2.domain.context_budget import ContextBudget
 from term2.domain.errors import InvalidInput, ModelNotConfigured, NotAuthenticated
 from term2.domain.model_choice import EFFORT_LEVELS, ModelChoice
 from term2.domain.session import Session
 from term2.domain.usage import Prices
-from term2.ports.llm import CompletionRequest, LLMEvent, LLMProvider, PromptCount, PromptCounter, ProviderSettings
-from term2.ports.tools import Toolbox
+
+if TYPE_CHECKING:  # the ports of a turn: a session is opened before they load (ADR 0052)
+    from term2.domain.context_budget import ContextBudget
+    from term2.ports.llm import CompletionRequest, LLMEvent, LLMProvider, PromptCount, ProviderSettings
+    from term2.ports.tools import Toolbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,8 @@ class FollowingModel:
         return self._current().stream(request)
 
     async def count_prompt(self, request: CompletionRequest) -> PromptCount | None:
+        from term2.ports.llm import PromptCounter
+
         current = self._current()
         return await current.count_prompt(request) if isinstance(current, PromptCounter) else None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from term2.app.clock import new_session_id, utc_now
 from term2.app.instructions import ProjectInstructions
@@ -19,14 +20,16 @@ from term2.app.turn import Turn
 from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
-from term2.domain.history import HistoryEntry, compact
 from term2.domain.model_choice import ModelChoice
 from term2.domain.roots import MAX_ADDITIONAL, overlap_reason
 from term2.domain.session import Session, SessionPage, SessionState
 from term2.domain.workspace import SessionAccess
-from term2.ports.mcp import McpServer
 from term2.ports.outputs import OutputArchive
 from term2.ports.session_store import InvalidCursor, SessionStore
+
+if TYPE_CHECKING:  # the history is read by turns and replays, which load it (ADR 0052)
+    from term2.domain.history import HistoryEntry
+    from term2.ports.mcp import McpServer
 
 LIST_PAGE_SIZE = 50
 CLOSE_SETTLE_TIMEOUT_S = 10.0
@@ -91,6 +94,8 @@ class KnownHistory:
         """The compacted history now (a copy the caller may keep)."""
         new, self._position = await store.appended(session_id, self._position)
         if new:
+            from term2.domain.history import compact
+
             self._entries = compact([*self._entries, *new])
         return list(self._entries)
 

@@ -9,14 +9,14 @@ stream: a provider that keeps generating after the user cancelled keeps billing.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from term2.domain.retry import is_transient
 from term2.domain.transcript import ChatMessage, ReasoningBlock, ToolCallRequest
 from term2.domain.turn import FinishReason
-from term2.domain.usage import Prices
 from term2.ports.catalog import RequestOptions
+from term2.ports.llm_settings import ProviderSettings
 
 __all__ = [
     "AuthenticationFailed",
@@ -117,26 +117,6 @@ class Finished:
 
 
 LLMEvent = TextDelta | ThoughtDelta | ToolCallReady | ReasoningReady | Usage | Finished
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderSettings:
-    """Everything an adapter needs to reach one model; built from configuration."""
-
-    model: str  # "<provider>/<model>" or a bare catalog id
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    effort: str | None = None
-    timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0  # opening the endpoint's connection (httpx wires; litellm keeps its own)
-    context_window: int | None = None
-    supports_reasoning: bool = False
-    provider: str | None = None  # the catalog's provider name ("openai", "anthropic", "groq", …)
-    wire: str = "litellm"  # which adapter serves it: "openai", "anthropic" or "litellm"
-    prices: Prices | None = None  # the catalog's, per token (USD): what usage updates are costed at
-    max_output_tokens: int | None = None  # the model's limit on one response, when the catalog knows it
-    request_options: RequestOptions = field(default_factory=RequestOptions)  # per model, from config.toml
-    supports_images: bool = False  # the model takes images: a prompt with one is refused otherwise (ADR 0046)
 
 
 class LLMError(Exception):

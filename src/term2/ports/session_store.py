@@ -8,10 +8,12 @@ most what was still in flight.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from term2.domain.history import HistoryEntry
 from term2.domain.session import Session, SessionPage
+
+if TYPE_CHECKING:  # loaded by what reads or writes a history: turns and replays (ADR 0052)
+    from term2.domain.history import HistoryEntry
 
 
 class InvalidCursor(Exception):

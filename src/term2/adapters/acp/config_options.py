@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from term2.app.commands import Command
 from term2.app.session_config import MODE, Choice, Select
 
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1
+    from term2.app.commands import Command  # listed after `session/new` is answered, and loaded then
 
 CATEGORIES: dict[str, v1.SessionConfigOptionCategory] = {
     "model": "model",

@@ -11,11 +11,13 @@ is refused with -32602 naming the field, like any other parameter.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 from term2.adapters.acp.params import STR, Request, parse
-from term2.ports.mcp import HttpServer, McpServer, StdioServer
+
+if TYPE_CHECKING:  # a session without servers opens without the MCP port (ADR 0052)
+    from term2.ports.mcp import McpServer
 
 
 class _NameValue(TypedDict):
@@ -57,6 +59,10 @@ def _pairs(items: list[_NameValue] | None) -> tuple[tuple[str, str], ...]:
 
 def mcp_servers(raw: list[Any] | None, method: str) -> tuple[tuple[McpServer, ...], tuple[str, ...]]:
     """The servers to connect, and a notice for the user about each entry skipped."""
+    if not raw:
+        return (), ()
+    from term2.ports.mcp import HttpServer, StdioServer
+
     servers: list[McpServer] = []
     skipped: list[str] = []
     for index, item in enumerate(raw or ()):

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Mapping
-from typing import Any, Generic, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast
 
 from pydantic_core import SchemaValidator, ValidationError
 
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
-from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock, ResourceLink, TextBlock
-from term2.domain.images import MAX_IMAGES_PER_PROMPT, InvalidImage, checked_image, is_image_type
 from term2.domain.mended_text import MendedText, mend_text
+
+if TYPE_CHECKING:  # a prompt's blocks: imported by the first prompt, not by the first session (ADR 0052)
+    from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock
 
 T = TypeVar("T")
 Schema = dict[str, Any]
@@ -238,6 +239,9 @@ def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[Co
     where term2 advertises `embeddedContext` and, for a model that takes them, `image`; refuse what
     term2 does not advertise. Images are checked here (`domain.images`: type from the bytes, bounds);
     whether the session's model takes them is the prompt use case's to say."""
+    from term2.domain.content import ImageBlock, ResourceLink, TextBlock
+    from term2.domain.images import MAX_IMAGES_PER_PROMPT
+
     supported = "text, resource_link, resource, image" if embedded else "text, resource_link"
     blocks: list[ContentBlock] = []
     for index, item in enumerate(raw):
@@ -269,6 +273,9 @@ def prompt_blocks(raw: list[dict[str, Any]], embedded: bool = False) -> tuple[Co
 
 
 def _image(data: str, mime_type: str | None, uri: str | None, where: str, *, embedded: bool) -> ImageBlock:
+    from term2.domain.content import ImageBlock
+    from term2.domain.images import InvalidImage, checked_image
+
     try:
         image = checked_image(data, mime_type, where)
     except InvalidImage as exc:
@@ -279,6 +286,9 @@ def _image(data: str, mime_type: str | None, uri: str | None, where: str, *, emb
 def _resource(item: dict[str, Any], where: str) -> EmbeddedResource | ImageBlock:
     """A text resource, a blob of an image type models take (an image, checked as one), or another
     blob whose base64 must decode (its size is told to the model)."""
+    from term2.domain.content import EmbeddedResource
+    from term2.domain.images import is_image_type
+
     resource = parse(RESOURCE_BLOCK, item, where)["resource"]
     if "text" in resource:
         text = parse(TEXT_RESOURCE, resource, f"{where}.resource")

@@ -239,12 +239,12 @@ class SessionMethods:
     ) -> _R | AfterReply:
         """Start the session's MCP servers now (in the background), and tell the user about them only
         once the reply is out: a notice for a session the client does not know yet would be lost."""
-        from term2.app.clock import new_id
-        from term2.ports.updates import Notice
-
         replied = anyio.Event()
 
         async def notice(text: str) -> None:
+            from term2.app.clock import new_id
+            from term2.ports.updates import Notice  # a turn's updates: not loaded to open a session
+
             await replied.wait()
             turns = await self._turns()
             await turns.sink.send(session_id, Notice(new_id("notice"), text, "warning"))

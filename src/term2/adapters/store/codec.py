@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Annotated, Final
 
 from pydantic_core import ValidationError
 
-from term2.domain.history import HistoryEntry
 from term2.domain.session import Session
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
+
+    from term2.domain.history import HistoryEntry  # loaded with the schema: a session opens before either
 
 __all__ = [
     "CodecError",
@@ -53,6 +54,8 @@ def _entries() -> TypeAdapter[HistoryEntry]:
     ~170 ms more, that a process only answering `initialize`, `session/new` or `session/list`
     never needs (pydantic is imported here for that reason, not at the top)."""
     from pydantic import Field, TypeAdapter
+
+    from term2.domain.history import HistoryEntry
 
     return TypeAdapter(Annotated[HistoryEntry, Field(discriminator="entry")])
 

@@ -36,7 +36,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio.to_thread
 
@@ -51,8 +51,10 @@ from term2.adapters.store.cursor import CursorSigner, Keyset
 from term2.adapters.store.sqlite_schema import is_writable, open_database
 from term2.domain.approval import approval_mode
 from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
-from term2.domain.history import HistoryEntry, entry_key
 from term2.domain.session import Session, SessionPage, SessionState
+
+if TYPE_CHECKING:  # a history is read and written by turns: the first session opens before it loads (ADR 0052)
+    from term2.domain.history import HistoryEntry
 
 T = TypeVar("T")
 
@@ -259,6 +261,8 @@ class SqliteSessionStore:
         return await self._call("delete session", work, write=True)
 
     async def append(self, session_id: str, entry: HistoryEntry) -> None:
+        from term2.domain.history import entry_key
+
         values = (session_id, entry_key(entry), encode_entry(entry), session_id)
 
         def work(conn: sqlite3.Connection, _: CursorSigner) -> None:

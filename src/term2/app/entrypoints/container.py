@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.to_thread
-import structlog
 from dependency_injector import containers, providers
 
 from term2.adapters.store.sqlite_store import SqliteSessionStore
@@ -30,29 +29,26 @@ from term2.app.entrypoints.keys import key_store
 from term2.app.entrypoints.lean_imports import import_lean
 from term2.app.first_run import check_credentials
 from term2.app.mcp.servers import McpLimits, McpSessions
-from term2.app.provider_settings import provider_settings
 from term2.app.session_config import SessionConfig
 from term2.app.session_models import ModelParts, SessionModels
 from term2.app.sessions import SessionRegistry, SessionService
 from term2.app.stored_keys import KeyAuthentication, KeyRing
-from term2.domain.context_budget import ContextBudget
-from term2.domain.context_estimate import output_limit
 from term2.domain.model_choice import ModelChoice
-from term2.domain.retry import RetryPolicy
-from term2.domain.turn import TurnLimits
-from term2.domain.usage import Prices
-from term2.ports.catalog import ModelCatalog
-from term2.ports.folder_locks import FolderLocks
-from term2.ports.llm import LLMProvider, ProviderSettings
-from term2.ports.mcp import McpClient
-from term2.ports.outputs import OutputArchive
-from term2.ports.sandbox import Sandbox
-from term2.ports.session_store import SessionStore
-from term2.ports.tools import Toolbox
-from term2.ports.workspace_search import WorkspaceSearch
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what only a turn makes or uses: imported where it is made, after the first session (ADR 0052)
     from term2.app.prompting import PromptService
+    from term2.domain.context_budget import ContextBudget
+    from term2.domain.turn import TurnLimits
+    from term2.domain.usage import Prices
+    from term2.ports.catalog import ModelCatalog
+    from term2.ports.folder_locks import FolderLocks
+    from term2.ports.llm import LLMProvider, ProviderSettings
+    from term2.ports.mcp import McpClient
+    from term2.ports.outputs import OutputArchive
+    from term2.ports.sandbox import Sandbox
+    from term2.ports.session_store import SessionStore
+    from term2.ports.tools import Toolbox
+    from term2.ports.workspace_search import WorkspaceSearch
 
 
 def _llm(chosen: ProviderSettings) -> LLMProvider:
@@ -79,6 +75,9 @@ def _llm(chosen: ProviderSettings) -> LLMProvider:
 
 def _budget(chosen: ProviderSettings, settings: Settings) -> ContextBudget:
     """The model's window (catalog or config.toml) and the configured threshold; read per turn."""
+    from term2.domain.context_budget import ContextBudget
+    from term2.domain.context_estimate import output_limit
+
     limit = output_limit(chosen.max_output_tokens, chosen.context_window)
     return ContextBudget(chosen.context_window, threshold=settings.compaction_threshold, max_output=limit)
 
@@ -88,6 +87,9 @@ def _prices(chosen: ProviderSettings) -> Prices | None:
 
 
 def _limits(settings: Settings) -> TurnLimits:
+    from term2.domain.retry import RetryPolicy
+    from term2.domain.turn import TurnLimits
+
     retry = RetryPolicy(max_attempts=settings.retry_max_attempts, max_wait=settings.retry_max_wait)
     return TurnLimits(
         max_model_requests=settings.max_turn_requests,
@@ -130,16 +132,16 @@ def _session_models(
     settings: Settings,
     env: Mapping[str, str],
     catalog: ModelCatalog,
-    search: WorkspaceSearch,
+    search: Callable[[], WorkspaceSearch],
     default_settings: Callable[[], ProviderSettings],
     default_llm: Callable[[], LLMProvider],
     default_toolbox: Callable[[], Toolbox],
 ) -> SessionModels:
     """Each session's model and what follows it; the launcher's model keeps the root's singletons."""
     parts = ModelParts(
-        resolve=lambda chosen: provider_settings(chosen, env, catalog),
+        resolve=lambda chosen: _provider_settings(chosen, env, catalog),
         make_llm=_llm,
-        make_toolbox=lambda model: _toolbox(settings, search, model),
+        make_toolbox=lambda model: _toolbox(settings, search(), model),  # the search is made by a turn's tools
         budget=lambda chosen: _budget(chosen, settings),
         default_settings=default_settings,
         default_llm=default_llm,
@@ -170,6 +172,14 @@ def _prompt_service(**parts: Any) -> PromptService:
     from term2.app.prompting import PromptService
 
     return PromptService(**parts)
+
+
+def _provider_settings(settings: Settings, env: Mapping[str, str], catalog: ModelCatalog) -> ProviderSettings:
+    """The configured model's settings (app/provider_settings.py), imported when first made: by a turn, or a
+    session that switches models."""
+    from term2.app.provider_settings import provider_settings
+
+    return provider_settings(settings, env, catalog)
 
 
 def _launcher_choice(settings: Settings) -> ModelChoice | None:
@@ -208,7 +218,7 @@ class Container(containers.DeclarativeContainer):
     )
     registry = providers.Singleton(SessionRegistry)
     catalog: providers.Provider[ModelCatalog] = providers.Singleton(model_catalog, settings)
-    llm_settings: providers.Provider[ProviderSettings] = providers.Singleton(provider_settings, settings, env, catalog)
+    llm_settings: providers.Provider[ProviderSettings] = providers.Singleton(_provider_settings, settings, env, catalog)
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
@@ -223,7 +233,7 @@ class Container(containers.DeclarativeContainer):
         settings,
         env,
         catalog,
-        workspace_search,
+        workspace_search.provider,
         llm_settings.provider,
         llm.provider,
         toolbox.provider,
@@ -335,6 +345,8 @@ class Application:
         await self.container.mcp().run(task_status=task_status)
 
     async def shutdown(self) -> None:
+        import structlog
+
         # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.
         structlog.get_logger("term2").debug("shutting down", litellm_loaded="litellm" in sys.modules)
         if self._turn_part:  # without it no adapter was made, and making one now would only cost the exit

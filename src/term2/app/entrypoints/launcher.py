@@ -107,7 +107,7 @@ def _launch(settings: Settings, env: Mapping[str, str]) -> None:
     log_start("acp", settings, env, protocol_version=version)
     from term2.app.entrypoints.serve import run_acp
 
-    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, client=client)
+    run_acp(settings, env, protocol_fd, pending=None if early else first, version=version, client=client, images=images)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -17,6 +17,7 @@ session exists, and only for a model that no native wire serves.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -73,6 +74,7 @@ class _Startup:
         except Exception as exc:
             self._failed_with(exc)
         finally:
+            _collect_from_now()
             self._sessions_ready.set()
         try:
             if self._app is not None:
@@ -181,6 +183,14 @@ class _Startup:
             await self._app.shutdown()
 
 
+def _collect_from_now() -> None:
+    """`term2 acp` starts with the garbage collector off (`term2.__main__`): what start-up made so far lives
+    as long as the process, so it is frozen out of every later collection, and collecting starts again
+    before the first session is answered (ADR 0052)."""
+    gc.freeze()
+    gc.enable()
+
+
 def _import_turn_modules() -> None:
     """The wire renderers and the approval bridge, which a connection's first prompt or replay
     builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it."""
@@ -204,15 +214,14 @@ async def _serve(
     pending: bytes | None,
     version: int | None,
     client: ClientCaps | None,
+    images: bool,
 ) -> None:
     use_pidfds()
     transport = StdioTransport(sys.stdin.buffer, protocol_fd, pending=pending)
     async with anyio.create_task_group() as tg:
         app = _Startup(settings, env, tg)
-        from term2.app.entrypoints.catalog import takes_images
-
         info = AgentInfo("term2", "term2", __version__)
-        server = AcpServer(info, settings.acp_v2, app.methods, images=takes_images(settings))
+        server = AcpServer(info, settings.acp_v2, app.methods, images=images)
         if version is not None:
             server.initialized(version, client)
         connection = JsonRpcConnection(transport, server)
@@ -241,11 +250,14 @@ def run_acp(
     pending: bytes | None = None,
     version: int | None = None,
     client: ClientCaps | None = None,
+    *,
+    images: bool,
 ) -> None:
     """Serve on `protocol_fd` (see `guard_stdout`); `pending` is a first line already read
     from stdin, `version` one already negotiated by the launcher's early answer (and
-    `client` what that client said it can do)."""
-    anyio.run(_serve, settings, env, protocol_fd, pending, version, client, backend="asyncio")
+    `client` what that client said it can do); `images`, whether the model takes images, as
+    the launcher found it for `initialize` (a second catalog lookup would delay the first session)."""
+    anyio.run(_serve, settings, env, protocol_fd, pending, version, client, images, backend="asyncio")
 
 
 def exit_now(code: int) -> None:

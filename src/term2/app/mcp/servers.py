@@ -30,11 +30,11 @@ import anyio.to_thread
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-if TYPE_CHECKING:
-    from term2.app.mcp.tool import McpTool
-
 from term2.app.mcp.names import escaped, tool_names
-from term2.ports.mcp import McpClient, McpConnection, McpError, McpServer, RemoteResult, RemoteTool
+
+if TYPE_CHECKING:  # the MCP port loads with a session's first server, not with the first session (ADR 0052)
+    from term2.app.mcp.tool import McpTool
+    from term2.ports.mcp import McpClient, McpConnection, McpServer, RemoteResult, RemoteTool
 
 log = structlog.get_logger("term2.mcp")
 
@@ -134,6 +134,8 @@ class SessionServers:
 
     def _caller(self, link: _Link) -> Callable[[str, Mapping[str, Any]], Awaitable[RemoteResult]]:
         async def call(tool: str, arguments: Mapping[str, Any]) -> RemoteResult:
+            from term2.ports.mcp import McpError
+
             connection = link.connection
             if connection is None:
                 raise McpError("closed", "not connected")
@@ -145,6 +147,8 @@ class SessionServers:
         self._tools = None
 
     async def _supervise(self, link: _Link) -> None:
+        from term2.ports.mcp import McpError
+
         name = link.spec.name
 
         def on_tools_changed() -> None:
@@ -184,6 +188,8 @@ class SessionServers:
             link.settled.set()
 
     async def _watch(self, link: _Link, connection: McpConnection) -> None:
+        from term2.ports.mcp import McpError
+
         while True:
             await link.wake.wait()
             link.wake = anyio.Event()

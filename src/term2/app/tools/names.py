@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
-from term2.domain.history import Location
+if TYPE_CHECKING:  # the history's types load with the turn part, not with the first session (ADR 0052)
+    from term2.domain.history import Location
 
 # C1 controls, and the characters that break a line or reorder what is shown around them (bidi controls):
 # a name must not draw a line of its own, or read backwards, in a question an editor or a terminal shows.
@@ -120,5 +122,7 @@ def for_editor(name: str) -> str | None:
 
 def located(path: str, line: int | None = None) -> tuple[Location, ...]:
     """The location an editor is given for the canonical `path`: exact, or none when the name is not UTF-8."""
+    from term2.domain.history import Location
+
     exact = for_editor(path)
     return () if exact is None else (Location(exact, line),)

@@ -1,0 +1,127 @@
+"""The first `session/new` is answered before anything only a turn needs is imported (issue 32, ADR 0052).
+
+What `session/new` waits for right after `initialize` is the interpreter's
+time importing the session part; every module it does not need is time the
+editor's thread opening waits for. The real `term2 acp` runs under a small
+probe that records `sys.modules` at the instant the `session/new` reply is
+written to the protocol descriptor, and holds the turn part's loading (which
+start-up begins once the first session opened) until that write: so the
+snapshot is what answering needed, whatever the scheduling. No clock is read.
+It also records that the garbage collector, off during start-up, is back on by
+then, with start-up's objects frozen out of its collections.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.test_native_wires_e2e import openai_env
+from tests.e2e.test_prompts import make_workspace
+from tests.fakes.llm_server import start_fake_llm
+
+PROBE = r"""
+import gc, json, os, sys, threading
+
+snapshot_path = sys.argv[1]
+replied = threading.Event()
+real_write = os.write
+
+
+def write(fd, data):
+    if fd > 2 and b'"id":2,"result"' in bytes(data[:40]) and not replied.is_set():
+        with open(snapshot_path, "w") as out:
+            seen = {"modules": sorted(sys.modules), "collecting": gc.isenabled(), "frozen": gc.get_freeze_count()}
+            json.dump(seen, out)
+        replied.set()
+    return real_write(fd, data)
+
+
+os.write = write
+
+from term2.app.entrypoints import serve  # noqa: E402
+
+load_turn_part = serve._import_turn_modules
+
+
+def held_turn_part():
+    replied.wait(60)  # the turn part loads once the reply is out, not beside it
+    load_turn_part()
+
+
+serve._import_turn_modules = held_turn_part
+from term2.__main__ import main  # noqa: E402
+
+main(["acp"])
+"""
+
+# What a turn needs and opening a session does not: the LLM and tool ports, the turn's updates, the history's
+# types and schema (pydantic itself; its core validates parameters), the search, the HTTP client, the use case.
+# (v1's command list is made once the reply is queued, while it is written: not checked here.)
+TURN_ONLY = (
+    "pydantic",
+    "term2.domain.history",
+    "term2.domain.transcript",
+    "term2.ports.llm",
+    "term2.ports.tools",
+    "term2.ports.updates",
+    "term2.adapters.workspace",
+    "term2.app.prompting",
+    "httpx",
+    "term2.ports.mcp",  # and a session that names no MCP server needs no MCP port
+)
+
+
+def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    snapshot = tmp_path / "modules.json"
+    with start_fake_llm() as llm:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
+        env.update(openai_env(llm))
+        env.update(
+            TERM2_HOME=str(tmp_path / "term2-home"),
+            XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+            XDG_STATE_HOME=str(tmp_path / "state"),
+        )
+        init = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}}
+        new = {"cwd": str(workspace), "mcpServers": []}
+        with (tmp_path / "stderr.log").open("wb") as stderr:
+            agent = subprocess.Popen(
+                [sys.executable, "-c", PROBE, str(snapshot)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert agent.stdin is not None and agent.stdout is not None
+        replies: dict[object, dict[str, Any]] = {}
+        try:
+            for rid, method, params in ((1, "initialize", init), (2, "session/new", new)):  # each once answered
+                agent.stdin.write(
+                    json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+                )
+                agent.stdin.write(b"\n")
+                agent.stdin.flush()
+                while rid not in replies:
+                    line = agent.stdout.readline()
+                    assert line, (tmp_path / "stderr.log").read_text()[-3000:]
+                    message = json.loads(line)
+                    replies[message.get("id")] = message
+        finally:
+            agent.stdin.close()
+            assert agent.wait(60) == 0, (tmp_path / "stderr.log").read_text()[-3000:]
+    created = replies[2]["result"]
+    assert created["sessionId"].startswith("sess_")
+    assert {o["id"] for o in created["configOptions"]} == {"model", "mode"}  # the whole answer, pickers included
+    assert created["modes"]["currentModeId"] == "ask"
+    seen = json.loads(snapshot.read_text())
+    loaded = set(seen["modules"])
+    assert "term2.adapters.store.sqlite_store" in loaded and "pydantic_core" in loaded  # the probe saw the session part
+    assert sorted(m for m in TURN_ONLY if m in loaded) == []
+    # start-up ran without collections (term2.__main__); what it made is frozen and collecting is back on
+    assert seen["collecting"] and seen["frozen"] > 10_000, seen["frozen"]
