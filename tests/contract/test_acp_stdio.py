@@ -42,7 +42,13 @@ def test_v1_initialize_advertises_what_is_implemented(acp) -> None:
     assert result["protocolVersion"] == 1
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}, "additionalDirectories": {}}
+    assert caps["sessionCapabilities"] == {
+        "list": {},
+        "resume": {},
+        "close": {},
+        "delete": {},
+        "additionalDirectories": {},
+    }
     assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
     assert [m["id"] for m in result["authMethods"]] == ["api-key"]  # the agent method: no auth.terminal (ADR 0047)
     assert caps["auth"] == {"logout": {}}
