@@ -207,3 +207,32 @@ def test_the_official_sdk_clients_open_a_multi_root_session(sdk: str, tmp_path: 
     assert result.summary["permissionRequests"] == [] and (lib / "lib.py").read_text() == "x = 2\n"
     (listed,) = next(s for s in result.summary["steps"] if s["index"] == 3)["sessions"]
     assert listed["additionalDirectories"] == [str(lib)]
+
+
+@pytest.mark.timeout(300)
+def test_exec_add_dir_opens_more_roots_and_a_resumed_session_keeps_them(tmp_path: Path) -> None:
+    """`term2 exec --add-dir`: no terminal, so every question is refused; the writes land because none is asked."""
+    from tests.support.fresh_home import fresh_home
+
+    with fresh_home(tmp_path) as fresh:
+        lib = tmp_path / "lib"
+        lib.mkdir()
+
+        def write(name: str) -> None:
+            call = {"name": "write_file", "arguments": {"path": str(lib / name), "content": name + "\n"}}
+            fresh.llm.push({"tool_calls": [call]}, {"text": "Written."})
+
+        write("first.txt")
+        ran = fresh.term2("exec", "--add-dir", str(lib), "write in lib", env=fresh.keyed())
+        assert ran.returncode == 0, ran.stderr
+        assert (lib / "first.txt").read_text() == "first.txt\n"
+        write("second.txt")
+        ran = fresh.term2("exec", "--resume", "last", "again", env=fresh.keyed())  # the session's own roots
+        assert ran.returncode == 0, ran.stderr
+        assert (lib / "second.txt").read_text() == "second.txt\n"
+        write("third.txt")
+        ran = fresh.term2("exec", "write in lib", env=fresh.keyed())  # a new session without it: refused
+        assert ran.returncode == 6 and not (lib / "third.txt").exists(), ran.stderr
+        ran = fresh.term2("exec", "--add-dir", "/", "anything", env=fresh.keyed())
+        assert ran.returncode == 2 and "additionalDirectories[0] / cannot be a workspace" in ran.stderr, ran.stderr
+        assert ran.stdout == ""

@@ -219,20 +219,22 @@ class SessionService:
         except InvalidCursor as exc:
             raise InvalidInput(f"invalid cursor: {exc}") from exc
 
-    async def reopen(self, session_id: str, cwd: object, directories: Sequence[object] = ()) -> OpenSession:
+    async def reopen(self, session_id: str, cwd: object, directories: Sequence[object] | None = ()) -> OpenSession:
         """Attach to a stored session (resume or load); the cwd must be the session's own.
 
         `directories` is the complete list of additional roots from now on, whatever the session had before
-        (ACP v1 Session Setup: it may differ from the stored one; none named, none active).
+        (ACP v1 Session Setup: it may differ from the stored one; none named, none active). None keeps the
+        stored list, checked again as if named (`term2 exec --resume` without `--add-dir`: the user's own).
         """
         root = workspace_root(cwd, self._private)
-        extra = additional_roots(directories, root, self._private)
         opened = self._registry.get(session_id)
         session = opened.session if opened else await self._store.get(session_id)
         if session is None:
             raise NotFound(f"unknown session: {session_id}")
         if session.cwd != root:
             raise InvalidInput(f"cwd {root} does not match the session's workspace {session.cwd}")
+        named = session.additional_directories if directories is None else directories
+        extra = additional_roots(named, root, self._private)
         if session.state is SessionState.CLOSED or session.additional_directories != extra:
             if session.state is SessionState.CLOSED:
                 session = session.with_state(SessionState.IDLE)

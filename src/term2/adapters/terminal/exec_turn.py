@@ -38,6 +38,8 @@ class ExecRequest:
     model: str | None = None
     effort: str | None = None
     mode: str | None = None  # `--mode` as given (ADR 0044); like the model, a resumed session keeps its own
+    # `--add-dir` as given (ADR 0051): more workspace roots; a resumed session keeps its own unless some are named
+    add_dirs: tuple[str, ...] = ()
 
 
 Choose = Callable[[str, str, str], Awaitable[object]]  # (session id, config id, value): the pickers' use case
@@ -68,14 +70,15 @@ class Interrupts:
 
 
 async def open_session(sessions: SessionService, request: ExecRequest) -> OpenSession:
+    directories = request.add_dirs or None  # none named: a resumed session keeps its own
     if request.resume is not None:
-        return await sessions.reopen(request.resume, request.cwd)
+        return await sessions.reopen(request.resume, request.cwd, directories)
     if request.newest:
         page = await sessions.list(request.cwd, None)
         if not page.sessions:
             raise NotFound(f"no session to continue in {request.cwd}")
-        return await sessions.reopen(page.sessions[0].session_id, request.cwd)
-    return await sessions.new(request.cwd)
+        return await sessions.reopen(page.sessions[0].session_id, request.cwd, directories)
+    return await sessions.new(request.cwd, request.add_dirs)
 
 
 async def run_exec(

@@ -54,6 +54,13 @@ def acp(ctx: click.Context, provider: str | None, model: str | None, effort: str
 )
 @click.option("-C", "--cd", "cd", metavar="DIR", help="The session's folder (default: here); unsafe roots are refused.")
 @click.option(
+    "--add-dir",
+    "add_dirs",
+    metavar="DIR",
+    multiple=True,
+    help="Another workspace root, with the session folder's rules (repeatable); a resumed session keeps its own.",
+)
+@click.option(
     "--resume", metavar="ID", help="Continue the session ID (made here or in an editor); `last`: the newest here."
 )
 @click.option("--continue", "newest", is_flag=True, help="Continue the newest session in the folder.")
@@ -73,6 +80,7 @@ def exec_(
     effort: str | None,
     mode: str | None,
     cd: str | None,
+    add_dirs: tuple[str, ...],
     resume: str | None,
     newest: bool,
     max_turns: int | None,
@@ -98,6 +106,7 @@ def exec_(
       term2 exec "explain this repository"
       git diff | term2 exec "review this change"
       term2 exec -m anthropic/claude-sonnet-4-5 -C ~/src/app "why does the build fail?"
+      term2 exec -C ~/src/app --add-dir ~/src/lib "use lib's new parser in app"
       term2 exec --json "list the TODOs" | jq -r 'select(.type=="result") | .text'
       term2 exec -o answer.md "summarise README.md"
       term2 exec --resume last "now add tests for it"
@@ -124,7 +133,19 @@ def exec_(
     if resume and newest:
         raise click.UsageError("--resume and --continue cannot be used together")
     options = ExecOptions(
-        prompt, provider, model, effort, cd, resume, newest, as_json, verbose, mode, output, max_turns=max_turns
+        prompt,
+        provider,
+        model,
+        effort,
+        cd,
+        resume,
+        newest,
+        as_json,
+        verbose,
+        mode,
+        output,
+        max_turns=max_turns,
+        add_dirs=add_dirs,
     )
     launch_exec(options, _env())
 

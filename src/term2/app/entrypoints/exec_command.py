@@ -54,6 +54,7 @@ class ExecOptions:
     mode: str | None = None  # --mode: ask, auto or read-only (ADR 0044); None: ask, or a resumed session's own
     output_last_message: str | None = None  # -o FILE: the final answer written there too
     max_turns: int | None = None  # --max-turns N: this run's model requests, over `max_turn_requests`
+    add_dirs: tuple[str, ...] = ()  # --add-dir DIR...: more workspace roots, relative to where exec runs
 
 
 def refuse(message: str, extra: tuple[str, ...] = (), status: int = exit_status.USAGE) -> NoReturn:
@@ -270,6 +271,7 @@ def launch_exec(options: ExecOptions, env: Mapping[str, str]) -> NoReturn:
         model=options.model,
         effort=options.effort,
         mode=options.mode,
+        add_dirs=tuple(os.path.abspath(d) for d in options.add_dirs),
     )
     view, approver, tty, progress = compose(options, stdin_answers)
     if options.output_last_message:
