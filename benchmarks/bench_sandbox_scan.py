@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from term2.adapters.sandbox import BubblewrapSandbox
 from term2.adapters.sandbox.tree_scan import scan_tree
-from term2.adapters.sandbox.watched_tree import WATCHERS
+from term2.adapters.sandbox.watched_folders import WATCHERS
 from term2.ports.sandbox import CommandRequest
 
 

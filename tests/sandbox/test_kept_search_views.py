@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, view_server
+from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, view_server_process
 from term2.ports.workspace_search import LineMatch, LineQuery, Walk, WalkEnd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not os.path.exists(ripgrep.BWRAP), reason="needs bubblewrap")]
@@ -445,7 +445,7 @@ def _server_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str
     """Views started from now on run ``source`` as their server: one that dies, hangs or never says hello."""
     program = tmp_path / "server.py"
     program.write_text(source)
-    monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+    monkeypatch.setattr(view_server_process, "SERVER_SOURCE", program)
 
 
 # --- falling back -----------------------------------------------------------------------------------
@@ -566,7 +566,7 @@ async def test_a_killed_server_is_replaced(search: RipgrepWorkspaceSearch, repo:
 async def test_an_idle_server_ends_itself_and_the_next_search_starts_another(
     search: RipgrepWorkspaceSearch, repo: Path, per_call: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(view_server, "IDLE_SECONDS", 0.2)
+    monkeypatch.setattr(view_server_process, "IDLE_SECONDS", 0.2)
     assert await _files(search, repo) == {b"a.py", b"c.tmp"}
     assert search.views is not None
     [server] = search.views.servers
@@ -632,7 +632,7 @@ async def test_a_servers_start_is_spent_from_the_walks_time_limit(
     """A server that never says hello is waited for (START_LIMIT), then the call runs in a per-call view with
     what is left of its time limit, not a fresh one: a walk's limit bounds the call, however it ran."""
     _server_program(monkeypatch, tmp_path, "import time\ntime.sleep(20)\n")  # never says hello
-    monkeypatch.setattr(view_server, "START_LIMIT", 1.5)
+    monkeypatch.setattr(view_server_process, "START_LIMIT", 1.5)
     with anyio.fail_after(GUARD):
         end = await search.files(Walk(str(repo), str(repo), time_limit=1.0), lambda path: True)
     assert per_call == [str(repo)]  # it did fall back

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="dropping a capability
 
 _CHILD = """
 import json, sys, threading
-from term2.adapters.sandbox.watched_tree import TreeWatches
+from term2.adapters.sandbox.tree_watches import TreeWatches
 from term2.adapters.sandbox import fanotify
 made = []
 real_init = fanotify.FanotifyGroup.__init__

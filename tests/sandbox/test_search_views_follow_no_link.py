@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, ripgrep_search, view_server
+from term2.adapters.workspace import RipgrepWorkspaceSearch, ripgrep, ripgrep_search, view_server_process
 from term2.ports.workspace_search import Walk, WalkEnd, WorkspaceSearchFailed
 from tests.sandbox.test_kept_search_views import _blocking_tree, _rg_running, _servers
 
@@ -120,7 +120,7 @@ async def test_a_view_that_cannot_be_made_linkless_fails_the_search_closed(
         program = tmp_path / "view.py"
         program.write_text(source)
         monkeypatch.setattr(ripgrep, "VIEW_PROGRAM", program)
-        monkeypatch.setattr(view_server, "SERVER_SOURCE", program)
+        monkeypatch.setattr(view_server_process, "SERVER_SOURCE", program)
         search = RipgrepWorkspaceSearch(kept=kept)
         try:
             with pytest.raises(WorkspaceSearchFailed, match=said):

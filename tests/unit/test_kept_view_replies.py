@@ -15,7 +15,7 @@ import struct
 import anyio
 import pytest
 
-from term2.adapters.workspace.view_server import Server
+from term2.adapters.workspace.view_server_process import Server
 
 pytestmark = pytest.mark.anyio
 

@@ -1,6 +1,6 @@
 """A search's caller that is cancelled gets no more of rg's output, however much of it is already buffered.
 
-Both feeds (a per-call view's, ripgrep._feed; a kept view's, view_server._feed) read rg's
+Both feeds (a per-call view's, ripgrep._feed; a kept view's, view_server_call._feed) read rg's
 output chunk by chunk and hand each chunk to the caller's consumer. A read of data that is
 already there does not yield to the event loop, so before the feeds checked for a cancel
 between chunks, a caller cancelled in its consumer was fed every chunk already buffered (and
@@ -21,7 +21,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from term2.adapters.workspace import ripgrep, view_server
+from term2.adapters.workspace import ripgrep, view_server_call
 
 pytestmark = pytest.mark.anyio
 
@@ -47,9 +47,9 @@ async def test_a_kept_views_feed_stops_at_the_first_chunk_after_a_cancel() -> No
         write_fd = -1
         os.set_blocking(read_fd, False)
         seen: list[bytes] = []
-        call = view_server._Call(ripgrep.Finished(None, ""))
+        call = view_server_call._Call(ripgrep.Finished(None, ""))
         with anyio.CancelScope() as scope:
-            await view_server._feed(read_fd, _cancelling(scope, seen), call)  # type: ignore[arg-type]
+            await view_server_call._feed(read_fd, _cancelling(scope, seen), call)  # type: ignore[arg-type]
             pytest.fail("the feed went on to the end of the output after its caller was cancelled")
         assert scope.cancelled_caught and len(seen) == 1
     finally:

@@ -56,8 +56,8 @@ from term2.adapters.sandbox.preflight import check_host
 from term2.adapters.sandbox.process import SandboxProcess, finish, result_of
 from term2.adapters.sandbox.root_walks import clean_up, scan_before
 from term2.adapters.sandbox.spawner import spawn
+from term2.adapters.sandbox.tree_watches import TreeWatches
 from term2.adapters.sandbox.walk_watching import how_walks_are_kept
-from term2.adapters.sandbox.watched_tree import TreeWatches
 from term2.adapters.sandbox.workspace_roots import validated
 from term2.domain.network import HostPattern, NetworkGrant
 from term2.ports.network import Egress, EgressSession

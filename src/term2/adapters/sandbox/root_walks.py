@@ -23,7 +23,7 @@ from term2.adapters.sandbox.tree_scan import (
     scan_after,
     shown_path,
 )
-from term2.adapters.sandbox.watched_tree import TreeWatches
+from term2.adapters.sandbox.tree_watches import TreeWatches
 from term2.ports.sandbox import SandboxFailed
 
 _log = structlog.get_logger(__name__)

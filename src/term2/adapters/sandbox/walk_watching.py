@@ -17,7 +17,8 @@ import tempfile
 
 from term2.adapters.sandbox.tree_scan import ScanIncomplete
 from term2.adapters.sandbox.watch_spill import inode_marks_refused
-from term2.adapters.sandbox.watched_tree import WATCHERS, WatchedTree
+from term2.adapters.sandbox.watched_folders import WATCHERS
+from term2.adapters.sandbox.watched_tree import WatchedTree
 
 WATCHES_FILE = "/proc/sys/fs/inotify/max_user_watches"
 MARKS_FILE = "/proc/sys/fs/fanotify/max_user_marks"

@@ -27,20 +27,18 @@ folder on a file system whose changes may bypass this kernel (NFS, FUSE),
 term2's mount table changed, neither watches nor marks left. A scan that fails forgets the
 tree, so the next one walks in full and fails the same way (fail closed).
 Scans of one root hold its lock.
+
+What the tree keeps and which watcher keeps it is ``watched_folders``; the
+trees of one sandbox, by root, are ``tree_watches``.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Iterator
 
-import structlog
-
-from term2.adapters.sandbox.fanotify import Fanotify, FanotifyGroup
-from term2.adapters.sandbox.folder_facts import Facts, list_folder
-from term2.adapters.sandbox.folder_watch import EventsLost, MountTable, Unwatchable, Watcher
+from term2.adapters.sandbox.folder_facts import list_folder
+from term2.adapters.sandbox.folder_watch import EventsLost, Unwatchable
 from term2.adapters.sandbox.inotify import trusted_file_system
 from term2.adapters.sandbox.tree_scan import (
     DIR_FLAGS,
@@ -51,78 +49,20 @@ from term2.adapters.sandbox.tree_scan import (
     open_below,
     unseen,
 )
-from term2.adapters.sandbox.watch_spill import InotifyThenFanotify
+from term2.adapters.sandbox.watched_folders import Folder, NextWatcher, Rewalk, WatchedFolders, tell
 
-_log = structlog.get_logger(__name__)
-
-WATCHED_ROOTS = 8  # roots whose walk (and watches) one sandbox keeps; the least recently used goes
 # Past this many changed folders (or this share of all of them) one full walk is cheaper than
 # opening each from the root.
 REWALK_FOLDERS = 4096
 REWALK_SHARE = 8
-# Tried in this order: fanotify needs CAP_SYS_ADMIN but no watch per folder; inotify works for anyone, and
-# spills to fanotify inode marks (Linux 5.13, unprivileged) past its watch limit.
-WATCHERS: tuple[str, ...] = ("fanotify", "inotify")
 
 
-class _Rewalk(Exception):
-    """The events do not give a consistent picture: walk the whole tree again."""
-
-
-class _NextWatcher(_Rewalk):
-    """This watcher cannot watch the whole tree (a file system fanotify cannot mark or name): try the next."""
-
-
-class Folder:
-    """One folder of the tree as last listed."""
-
-    __slots__ = ("children", "depth", "detached", "facts", "ident", "inode", "key", "name", "parent", "path", "quiet")
-
-    def __init__(self, path: str, parent: Folder | None, name: str, inode: int, quiet: bool) -> None:
-        self.path = path
-        self.parent = parent
-        self.name = name
-        self.depth: int = 0 if parent is None else parent.depth + 1
-        self.inode = inode  # as its parent listed it
-        self.quiet = quiet
-        self.ident: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the folder opened
-        self.key: Hashable | None = None  # the watcher's name for it
-        self.children: dict[str, Folder] = {}
-        self.facts: Facts | None = None
-        self.detached = False
-
-
-class WatchedTree:
+class WatchedTree(WatchedFolders):
     """One workspace root's folders, their facts and their watches; see the module docstring.
 
     ``watch=False`` walks in full on every scan (``tree_scan.scan_tree``); ``watchers`` are the kinds
     tried, in order (``WATCHERS``); ``group`` gives the fanotify group to share (else the tree has its own).
     """
-
-    def __init__(
-        self,
-        root: str,
-        *,
-        watch: bool = True,
-        watchers: tuple[str, ...] = WATCHERS,
-        group: Callable[[], FanotifyGroup] | None = None,
-    ) -> None:
-        self.root = root
-        self.lock = threading.Lock()
-        self._top: Folder | None = None
-        self._setid = False
-        self._entries: dict[Folder, int] = {}
-        self._total = 0
-        self._notable: set[Folder] = set()
-        self._keys: dict[Hashable, list[Folder]] = {}  # a bind mount can show one folder at two places
-        self._watcher: Watcher | None = None
-        self._mounts: MountTable | None = None
-        self._kinds = list(watchers)
-        self._group = group
-        self._unwatchable: str | None = None if watch and watchers else "not asked to watch"
-        self._listed = 0
-        self._limit = SCAN_MAX_ENTRIES
-        self.history: deque[int] = deque(maxlen=64)  # folders listed by each scan, for tests and benchmarks
 
     # -- scanning ---------------------------------------------------------------
 
@@ -137,7 +77,7 @@ class WatchedTree:
                 else:
                     try:
                         self._refresh()
-                    except _Rewalk:
+                    except Rewalk:
                         self._walk_all(setid)
                 if self._total > limit:
                     raise ScanIncomplete(f"more than {limit:,} files and folders")
@@ -147,12 +87,6 @@ class WatchedTree:
                 raise
             self.history.append(self._listed)
             return scan
-
-    @property
-    def watcher(self) -> str | None:
-        """The kind of watcher the tree is kept with now ("fanotify", "inotify", "inotify+fanotify" once spilled),
-        None when walked in full."""
-        return None if self._watcher is None else self._watcher.kind
 
     def close(self) -> None:
         with self.lock:
@@ -166,15 +100,6 @@ class WatchedTree:
         self._notable.clear()
         self._total = 0
 
-    def _close_watcher(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-        if self._mounts is not None:
-            self._mounts.close()
-            self._mounts = None
-        self._keys.clear()
-
     def _walk_all(self, setid: bool) -> None:
         while True:
             self._forget()
@@ -185,40 +110,14 @@ class WatchedTree:
             self._top = top
             try:
                 self._walk(top, fd)
-            except _NextWatcher as exc:
-                _tell("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
+            except NextWatcher as exc:
+                tell("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
                 del self._kinds[0]
                 continue
             kind = self.watcher
             if kind is not None:
-                _tell("sandbox.walks_watched", root=self.root, watcher=kind, folders=len(self._entries))
+                tell("sandbox.walks_watched", root=self.root, watcher=kind, folders=len(self._entries))
             return
-
-    def _start_watching(self) -> None:
-        """The first watcher of ``self._kinds`` this process can have, before anything is listed."""
-        while self._unwatchable is None and self._kinds:
-            try:
-                if self._kinds[0] == "fanotify":
-                    fanotify = Fanotify(self._keys, None if self._group is None else self._group())
-                    fanotify.group.revalidate()  # a file system mounted since may have an old one's st_dev
-                    self._watcher = fanotify
-                else:
-                    self._watcher = InotifyThenFanotify(self._keys)
-                self._mounts = MountTable()
-                return
-            except (Unwatchable, OSError) as exc:
-                self._close_watcher()
-                _tell("sandbox.watcher_unavailable", root=self.root, watcher=self._kinds[0], reason=str(exc))
-                del self._kinds[0]
-        if self._unwatchable is None:
-            self._stop_watching("no watcher left to try")
-
-    def _stop_watching(self, why: str) -> None:
-        """Walk in full from now on: safe everywhere, only slower."""
-        if self._unwatchable is None:
-            _log.warning("sandbox.walks_unwatched", root=self.root, reason=why)
-        self._unwatchable = why
-        self._close_watcher()
 
     # -- the walk of a subtree ----------------------------------------------------
 
@@ -268,18 +167,6 @@ class WatchedTree:
             else:
                 self._watch(folder, fd, st)
         return sorted(self._apply(folder, fd), reverse=True)
-
-    def _watch(self, folder: Folder, fd: int, st: os.stat_result) -> None:
-        if self._watcher is not None:
-            try:
-                key = self._watcher.watch(fd, st)  # before listing: what changes after, an event says
-            except Unwatchable as exc:
-                if self._watcher.kind == "fanotify" and len(self._kinds) > 1:
-                    raise _NextWatcher(str(exc)) from None  # the root is logged with it
-                self._stop_watching(str(exc))
-            else:
-                folder.key = key
-                self._keys.setdefault(key, []).append(folder)
 
     def _apply(self, folder: Folder, fd: int) -> list[str]:
         """List ``folder`` and take in what it now holds; return the subfolders new or replaced, still unlisted."""
@@ -332,13 +219,13 @@ class WatchedTree:
     def _refresh(self) -> None:
         assert self._watcher is not None and self._mounts is not None
         if self._mounts.changed():
-            raise _Rewalk  # a mount on, or off, a folder of the tree changes it with no event
+            raise Rewalk  # a mount on, or off, a folder of the tree changes it with no event
         dirty: set[Folder] = {folder for folder in self._notable if folder.facts and folder.facts.head_pending}
         lost: list[Folder] = []
         try:
             changes = self._watcher.read()
         except EventsLost:
-            raise _Rewalk from None
+            raise Rewalk from None
         for change in changes:
             folders = self._keys.get(change.key)
             if folders is None:
@@ -354,12 +241,12 @@ class WatchedTree:
                 if change.itself and folder.parent is not None:
                     dirty.add(folder.parent)
         if len(dirty) > min(REWALK_FOLDERS, max(64, len(self._entries) // REWALK_SHARE)):
-            raise _Rewalk
+            raise Rewalk
         for folder in sorted(dirty, key=lambda f: f.depth):
             if not folder.detached:
                 self._relist(folder)
         if any(not folder.detached for folder in lost):
-            raise _Rewalk  # still there, no longer watched (its file system went away under it?)
+            raise Rewalk  # still there, no longer watched (its file system went away under it?)
 
     def _relist(self, folder: Folder) -> None:
         """List a changed folder again, reached from the root as the walk reaches it, and walk what is new."""
@@ -368,11 +255,11 @@ class WatchedTree:
         except PermissionError:
             raise unseen(folder.path) from None
         except OSError:
-            raise _Rewalk from None  # gone or replaced, and its parent's events did not say so
+            raise Rewalk from None  # gone or replaced, and its parent's events did not say so
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != folder.ident:
-                raise _Rewalk
+                raise Rewalk
             if self._made_again(folder, fd, st):
                 return
             for name in sorted(self._apply(folder, fd)):
@@ -391,10 +278,10 @@ class WatchedTree:
             if self._watcher.watch(fd, st) == folder.key:
                 return False
         except Unwatchable:
-            raise _Rewalk from None
+            raise Rewalk from None
         parent = folder.parent
         if parent is None:
-            raise _Rewalk  # the root itself made again
+            raise Rewalk  # the root itself made again
         self._drop(folder)
         del parent.children[folder.name]
         again = parent.children[folder.name] = Folder(folder.path, parent, folder.name, folder.inode, folder.quiet)
@@ -436,76 +323,9 @@ class WatchedTree:
         return scan
 
 
-_told: set[tuple[str, str, str]] = set()
-
-
-def _tell(event: str, *, root: str, watcher: str, **more: object) -> None:
-    """Which watcher the walks are kept with, or why one is not used: logged the first time in the process
-    for each (event, watcher, reason), not for every root and every walk."""
-    said = (event, watcher, str(more.get("reason", "")))
-    if said not in _told:
-        _told.add(said)
-        _log.info(event, root=root, watcher=watcher, **more)
-
-
 def _subtree(folder: Folder) -> Iterator[Folder]:
     stack = [folder]
     while stack:
         current = stack.pop()
         yield current
         stack.extend(current.children.values())
-
-
-class TreeWatches:
-    """The watched trees of one sandbox, by root; the least recently used beyond WATCHED_ROOTS let go.
-    Their fanotify watchers share one group (one reader thread, each event parsed once)."""
-
-    def __init__(self, capacity: int = WATCHED_ROOTS, watchers: tuple[str, ...] = WATCHERS) -> None:
-        self._capacity = capacity
-        self.watchers = watchers  # for trees made from now on
-        self._group: FanotifyGroup | None = None
-        self._refused: str | None = None  # fanotify refused for good (no CAP_SYS_ADMIN): no group made again
-        self._trees: OrderedDict[str, WatchedTree] = OrderedDict()
-        self._lock = threading.Lock()
-        self._group_lock = threading.Lock()
-
-    def tree(self, root: str) -> WatchedTree:
-        with self._lock:
-            tree = self._trees.get(root)
-            if tree is None:
-                tree = self._trees[root] = WatchedTree(root, watchers=self.watchers, group=self._fanotify)
-            self._trees.move_to_end(root)
-            for old_root, old in list(self._trees.items())[: max(0, len(self._trees) - self._capacity)]:
-                if old.lock.acquire(blocking=False):  # one in use is let go next time
-                    try:
-                        old._forget()
-                    finally:
-                        old.lock.release()
-                    del self._trees[old_root]
-            return tree
-
-    def scan(self, root: str, *, limit: int = SCAN_MAX_ENTRIES, setid: bool = False) -> TreeScan:
-        return self.tree(root).scan(limit=limit, setid=setid)
-
-    def _fanotify(self) -> FanotifyGroup:
-        """The group the trees share, made when the first one asks (Unwatchable when fanotify is refused)."""
-        with self._group_lock:
-            if self._refused is None and self._group is not None and self._group.refused is not None:
-                self._refused = self._group.refused  # no tree of this sandbox can use it: let its fd go
-                self._group.close()
-                self._group = None
-            if self._refused is not None:
-                raise Unwatchable(self._refused)
-            if self._group is None or self._group.fd is None:
-                self._group = FanotifyGroup()
-            return self._group
-
-    def close(self) -> None:
-        with self._lock:
-            for tree in self._trees.values():
-                tree.close()
-            self._trees.clear()
-            with self._group_lock:
-                if self._group is not None:
-                    self._group.close()
-                    self._group = None

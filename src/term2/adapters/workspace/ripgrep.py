@@ -344,7 +344,7 @@ async def run(
 
 async def _feed(process: Process, consume: Callable[[bytes], bool]) -> str | None:
     """Hand rg's output to `consume` chunk by chunk, the caller's cancel first: a read of output already
-    buffered does not yield, so without the check a cancelled caller was fed all of it (view_server._read)."""
+    buffered does not yield, so without the check a cancelled caller was fed all of it (view_server_call._read)."""
     assert process.stdout is not None
     read = 0
     while True:
