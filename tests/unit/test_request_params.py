@@ -82,6 +82,19 @@ def test_a_cwd_that_held_a_lone_surrogate_is_refused_not_guessed(request_: p.Req
     assert "cwd is not valid Unicode: it holds a lone surrogate" in message
 
 
+@pytest.mark.parametrize(
+    ("request_", "params"),
+    [
+        (p.NEW_SESSION, r'{"cwd": "/w", "additionalDirectories": ["/lib", "/w2/caf\ud800"]}'),
+        (p.RESUME_SESSION, r'{"sessionId": "s", "cwd": "/w", "additionalDirectories": ["\uDBFF/lib"]}'),
+    ],
+)
+def test_an_additional_directory_that_held_a_lone_surrogate_is_refused(request_: p.Request[Any], params: str) -> None:
+    """Each additional directory becomes a root as `cwd` does (ADR 0051): the mended one is refused, not guessed."""
+    message = _refusal(request_, _mended(params))
+    assert "additionalDirectories is not valid Unicode: it holds a lone surrogate" in message
+
+
 def test_a_cwd_with_a_valid_pair_or_a_real_u_fffd_is_a_path() -> None:
     assert p.parse(p.NEW_SESSION, _mended(r'{"cwd": "/w/\ud83d\ude00"}'), "session/new")["cwd"] == "/w/😀"
     assert p.parse(p.NEW_SESSION, _mended('{"cwd": "/w/\ufffd"}'), "session/new")["cwd"] == "/w/\ufffd"

@@ -74,7 +74,8 @@ class NewSession(TypedDict):
 
 
 CWD = frozenset({"cwd"})
-NEW_SESSION = Request[NewSession]({"cwd": STR}, {"mcpServers": LIST, "additionalDirectories": LIST}, names=CWD)
+ROOTS = frozenset({"cwd", "additionalDirectories"})  # each a folder term2 reads, writes and binds (ADR 0051)
+NEW_SESSION = Request[NewSession]({"cwd": STR}, {"mcpServers": LIST, "additionalDirectories": LIST}, names=ROOTS)
 
 
 class ListSessions(TypedDict):
@@ -103,7 +104,7 @@ class ResumeSession(TypedDict):
 RESUME_SESSION = Request[ResumeSession](
     {"sessionId": STR, "cwd": STR},
     {"mcpServers": LIST, "additionalDirectories": LIST, "replayFrom": REPLAY_FROM.schema},
-    names=CWD,
+    names=ROOTS,
 )
 
 
