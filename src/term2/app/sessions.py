@@ -164,7 +164,11 @@ def additional_roots(directories: Sequence[object], root: str, private: Sequence
         reason = overlap_reason(candidate, roots)
         if reason is not None:
             raise InvalidInput(f"{what} cannot be a root: {reason}")
-        if os.stat(candidate).st_uid != os.stat(root).st_uid:
+        try:
+            other_owner = os.stat(candidate).st_uid != os.stat(root).st_uid
+        except OSError as exc:  # gone since it was checked
+            raise InvalidInput(f"{what} {shown(candidate)} cannot be a root: {exc.strerror}") from None
+        if other_owner:
             raise InvalidInput(
                 f"{what} {shown(candidate)} cannot be a root: it belongs to another user than the workspace "
                 f"{shown(root)}, and commands run as that folder's owner"
