@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -43,51 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peers import Agent, Client, StepFailed, _chunk_text, _load, build_agents
 
 from tests.fakes.llm_server import start_fake_llm
+from tests.fakes.recording_relay import RecordingRelay
 
 HANDSHAKE_S = 0.150
 TYPING_S = 1.0
 STEP_TIMEOUT = 60.0
-
-
-class SlowHandshakeRelay:
-    """Forwards to ``target``; a new connection's client bytes wait until HANDSHAKE_S after its accept."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self._target = target
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            accepted = time.monotonic()
-            upstream = socket.create_connection(self._target)
-            threading.Thread(target=self._pump, args=(client, upstream, accepted), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, None), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket, accepted: float | None) -> None:
-        try:
-            while data := source.recv(65536):
-                if accepted is not None:
-                    time.sleep(max(0.0, accepted + HANDSHAKE_S - time.monotonic()))
-                    accepted = None
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                try:
-                    end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._listener.close()
 
 
 def _first_chunk(client: Client, rid: int) -> float:
@@ -173,7 +131,9 @@ def main() -> int:
     }
     failures: dict[str, list[str]] = {}
     with start_fake_llm() as llm, tempfile.TemporaryDirectory(prefix="bench-warm-") as scratch:
-        relay = SlowHandshakeRelay(("127.0.0.1", llm.port))
+        relay = RecordingRelay(
+            ("127.0.0.1", llm.port), hold_s=HANDSHAKE_S
+        )  # a new connection: 150 ms to its first bytes
         fast = {a.name: a for a in build_agents(args, llm.base_url, Path(scratch) / "fast")}
         slow = {a.name: a for a in build_agents(args, f"http://127.0.0.1:{relay.port}", Path(scratch) / "slow")}
         for round_no in range(-1, args.rounds):  # round -1: a warm-up, not counted

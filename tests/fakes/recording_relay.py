@@ -4,13 +4,16 @@ Why: whether a request went out on a connection opened before it (and
 whether anything was sent on that connection first) is invisible at the HTTP
 layer of the fake model server; in front of it, this relay sees connections
 as the network does. It can also hang up on the first connections it accepts,
-as a server that closes idle connections would.
+as a server that closes idle connections would, and hold each connection's
+first client bytes until `hold_s` after its accept: a stand-in for a real
+network's TCP and TLS handshakes (the warm-start benchmark's slow endpoint).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,12 +24,14 @@ class RelayedConnection:
     index: int
     received: bytearray = field(default_factory=bytearray)
     dropped: bool = False
+    accepted: float = field(default_factory=time.monotonic)
 
 
 class RecordingRelay:
-    def __init__(self, target: tuple[str, int], drop_first: int = 0) -> None:
+    def __init__(self, target: tuple[str, int], drop_first: int = 0, hold_s: float = 0.0) -> None:
         self._target = target
         self._drop = drop_first
+        self._hold_s = hold_s
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self.connections: list[RelayedConnection] = []
@@ -63,8 +68,12 @@ class RecordingRelay:
                 threading.Thread(target=self._pump, args=(upstream, client, None), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, record: RelayedConnection | None) -> None:
+        held = record is not None and self._hold_s > 0
         try:
             while data := source.recv(65536):
+                if held and record is not None:
+                    time.sleep(max(0.0, record.accepted + self._hold_s - time.monotonic()))
+                    held = False
                 if record is not None:
                     with self._changed:
                         record.received += data
@@ -85,8 +94,8 @@ class RecordingRelay:
 
 
 @contextmanager
-def recording_relay(target: tuple[str, int], drop_first: int = 0) -> Iterator[RecordingRelay]:
-    relay = RecordingRelay(target, drop_first)
+def recording_relay(target: tuple[str, int], drop_first: int = 0, hold_s: float = 0.0) -> Iterator[RecordingRelay]:
+    relay = RecordingRelay(target, drop_first, hold_s)
     try:
         yield relay
     finally:
