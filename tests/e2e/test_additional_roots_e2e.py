@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import llm_env
 from tests.fakes.llm_server import FakeLLMServer
 from tests.support.acp_process import AcpProcess, Message
+from tests.support.fresh_home import Fresh
 from tests.support.sdk_clients import run_scenario
 
 AGENT = [sys.executable, "-m", "term2", "acp"]
@@ -210,29 +211,26 @@ def test_the_official_sdk_clients_open_a_multi_root_session(sdk: str, tmp_path: 
 
 
 @pytest.mark.timeout(300)
-def test_exec_add_dir_opens_more_roots_and_a_resumed_session_keeps_them(tmp_path: Path) -> None:
+def test_exec_add_dir_opens_more_roots_and_a_resumed_session_keeps_them(tmp_path: Path, fresh: Fresh) -> None:
     """`term2 exec --add-dir`: no terminal, so every question is refused; the writes land because none is asked."""
-    from tests.support.fresh_home import fresh_home
+    lib = tmp_path / "lib"
+    lib.mkdir()
 
-    with fresh_home(tmp_path) as fresh:
-        lib = tmp_path / "lib"
-        lib.mkdir()
+    def write(name: str) -> None:
+        call = {"name": "write_file", "arguments": {"path": str(lib / name), "content": name + "\n"}}
+        fresh.llm.push({"tool_calls": [call]}, {"text": "Written."})
 
-        def write(name: str) -> None:
-            call = {"name": "write_file", "arguments": {"path": str(lib / name), "content": name + "\n"}}
-            fresh.llm.push({"tool_calls": [call]}, {"text": "Written."})
-
-        write("first.txt")
-        ran = fresh.term2("exec", "--add-dir", str(lib), "write in lib", env=fresh.keyed())
-        assert ran.returncode == 0, ran.stderr
-        assert (lib / "first.txt").read_text() == "first.txt\n"
-        write("second.txt")
-        ran = fresh.term2("exec", "--resume", "last", "again", env=fresh.keyed())  # the session's own roots
-        assert ran.returncode == 0, ran.stderr
-        assert (lib / "second.txt").read_text() == "second.txt\n"
-        write("third.txt")
-        ran = fresh.term2("exec", "write in lib", env=fresh.keyed())  # a new session without it: refused
-        assert ran.returncode == 6 and not (lib / "third.txt").exists(), ran.stderr
-        ran = fresh.term2("exec", "--add-dir", "/", "anything", env=fresh.keyed())
-        assert ran.returncode == 2 and "additionalDirectories[0] / cannot be a workspace" in ran.stderr, ran.stderr
-        assert ran.stdout == ""
+    write("first.txt")
+    ran = fresh.term2("exec", "--add-dir", str(lib), "write in lib", env=fresh.keyed())
+    assert ran.returncode == 0, ran.stderr
+    assert (lib / "first.txt").read_text() == "first.txt\n"
+    write("second.txt")
+    ran = fresh.term2("exec", "--resume", "last", "again", env=fresh.keyed())  # the session's own roots
+    assert ran.returncode == 0, ran.stderr
+    assert (lib / "second.txt").read_text() == "second.txt\n"
+    write("third.txt")
+    ran = fresh.term2("exec", "write in lib", env=fresh.keyed())  # a new session without it: refused
+    assert ran.returncode == 6 and not (lib / "third.txt").exists(), ran.stderr
+    ran = fresh.term2("exec", "--add-dir", "/", "anything", env=fresh.keyed())
+    assert ran.returncode == 2 and "additionalDirectories[0] / cannot be a workspace" in ran.stderr, ran.stderr
+    assert ran.stdout == ""

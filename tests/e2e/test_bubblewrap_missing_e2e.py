@@ -9,12 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.fresh_home import Fresh, fresh_home
+from tests.support.fresh_home import Fresh
 
 LINE = (
     "term2: bubblewrap is not installed (/usr/bin/bwrap), so every command will be refused: "
@@ -30,12 +28,6 @@ def _can_hide() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _can_hide(), reason="needs unshare with user and mount namespaces")
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    with fresh_home(tmp_path) as made:
-        yield made
 
 
 def without_bwrap(fresh: Fresh, args: list[str], env: dict[str, str], stdin: str) -> subprocess.CompletedProcess[str]:

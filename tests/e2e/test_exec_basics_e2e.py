@@ -7,27 +7,12 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.fresh_home import Fresh, fresh_home, one_error_line
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    with fresh_home(tmp_path) as made:
-        yield made
-
+from tests.support.fresh_home import Fresh, one_error_line, quiet
 
 # --- exec's basics ---------------------------------------------------------------------
-
-
-def _quiet(stderr: str) -> str:
-    """stderr less exec's progress lines, which a machine slow enough to keep the fake model waiting 5 s may
-    print (ADR 0045, part 3): what is asserted is that nothing else is said."""
-    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("term2: waiting for"))
 
 
 def test_json_last_line_carries_answer_session_duration_turns_and_usage(fresh: Fresh) -> None:
@@ -70,7 +55,7 @@ def test_a_closed_pipe_ends_quietly(fresh: Fresh) -> None:
     stderr = term2.stderr.read().decode()
     assert json.loads(head.stdout)["type"] == "update"
     assert status == 141, stderr
-    assert _quiet(stderr) == ""
+    assert quiet(stderr) == ""
 
 
 def test_a_turn_that_failed_after_the_model_answered_keeps_its_session(fresh: Fresh) -> None:

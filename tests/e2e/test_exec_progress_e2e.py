@@ -16,18 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.fresh_home import Fresh, fresh_home
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    with fresh_home(tmp_path) as made:
-        yield made
+from tests.support.fresh_home import Fresh
 
 
 def _start(fresh: Fresh, args: list[str], stderr: int) -> subprocess.Popen[bytes]:

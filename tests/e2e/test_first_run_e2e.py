@@ -13,29 +13,15 @@ import os
 import re
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.exec_process import PtyExec
-from tests.support.fresh_home import Fresh, free_port, fresh_home, one_error_line
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    with fresh_home(tmp_path) as made:
-        yield made
-
+from tests.support.fresh_home import Fresh, free_port, one_error_line, quiet
 
 # --- a first run ---------------------------------------------------------------------
-
-
-def _quiet(stderr: str) -> str:
-    """stderr less exec's progress lines, which a machine slow enough to keep the fake model waiting 5 s may
-    print (ADR 0045, part 3): what is asserted is that nothing else is said."""
-    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith("term2: waiting for"))
 
 
 def test_the_readme_first_screen_with_only_the_openai_key_answers(fresh: Fresh) -> None:
@@ -44,7 +30,7 @@ def test_the_readme_first_screen_with_only_the_openai_key_answers(fresh: Fresh) 
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "echo: explain this repository\n"
     assert fresh.llm.requests[0].body["model"] == "gpt-5"  # the documented default for OPENAI_API_KEY
-    assert _quiet(ran.stderr) == ""
+    assert quiet(ran.stderr) == ""
 
 
 REPO = Path(__file__).resolve().parents[2]

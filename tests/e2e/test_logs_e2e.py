@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,8 @@ import pytest
 from tests.e2e.test_mcp_e2e import fake_server, recorded
 from tests.support.acp_process import AcpProcess, allow_kind
 from tests.support.exec_process import PtyExec
-from tests.support.fresh_home import Fresh, fresh_home
+from tests.support.fresh_home import Fresh
 from tests.support.schemas import check_definition
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Fresh]:
-    with fresh_home(tmp_path) as made:
-        yield made
-
 
 # --- logs ----------------------------------------------------------------------------
 
