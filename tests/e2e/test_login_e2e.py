@@ -144,20 +144,4 @@ class PtyLogin(PtyExec):
     """`term2 login` on a pseudo-terminal, as a person runs it (and as a client's terminal auth method does)."""
 
     def __init__(self, env: dict[str, str], cwd: Path, args: tuple[str, ...] | list[str] = ("login",)) -> None:
-        import pty
-        import sys
-        import threading
-
-        pid, fd = pty.fork()
-        if pid == 0:
-            try:
-                os.chdir(cwd)
-                os.execve(sys.executable, [sys.executable, "-m", "term2", *args], env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        self.output = b""
-        self._lock = threading.Lock()
-        self._status = None
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__(list(args), env, cwd, command=())

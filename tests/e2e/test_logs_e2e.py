@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,19 +112,4 @@ class PtyAcp(PtyExec):
     """`term2 acp` on a pseudo-terminal, as a person would start it by hand."""
 
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        import pty
-        import threading
-
-        pid, fd = pty.fork()
-        if pid == 0:
-            try:
-                os.chdir(cwd)
-                os.execve(sys.executable, [sys.executable, "-m", "term2", "acp"], env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        self.output = b""
-        self._lock = threading.Lock()
-        self._status = None
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__([], env, cwd, command=("acp",))

@@ -125,14 +125,26 @@ class _Screen:
 
 
 class PtyExec(_Screen):
-    """`term2 exec ARGS` on a pseudo-terminal of `rows` x `cols`; everything it draws is kept in `.output`."""
+    """`term2 exec ARGS` on a pseudo-terminal of `rows` x `cols`; everything it draws is kept in `.output`.
 
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, rows: int = 40, cols: int = 120) -> None:
+    `command`: the subcommand ARGS follow (`()`: ARGS name it, e.g. `["login"]` or `["acp"]`).
+    """
+
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        rows: int = 40,
+        cols: int = 120,
+        *,
+        command: tuple[str, ...] = ("exec",),
+    ) -> None:
         pid, fd = pty.fork()
         if pid == 0:  # the child: the pty is its controlling terminal and stdin, stdout and stderr
             try:
                 os.chdir(cwd)
-                os.execve(sys.executable, [sys.executable, "-m", "term2", "exec", *args], env)
+                os.execve(sys.executable, [sys.executable, "-m", "term2", *command, *args], env)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
