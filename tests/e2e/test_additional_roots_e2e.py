@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ def test_a_second_root_is_read_edited_and_written_by_commands_as_the_first(
     (lib / "lib.py").write_text("x = 1\n")
     (lib / ".env").write_text("TOKEN=hunter2\n")
     (tmp_path / "between.txt").write_text("between the roots\n")
+    subprocess.run(["git", "init", "-q", str(lib)], check=True)  # the second root's own repository
+    (lib / "AGENTS.md").write_text("Lib rule: tabs only.\n")
     questions = Questions()
     client = AcpProcess(tmp_path, env=llm_env(fake_llm), permission=questions)
     try:
@@ -78,6 +81,7 @@ def test_a_second_root_is_read_edited_and_written_by_commands_as_the_first(
         assert f"{lib}/lib.py:1:x = 2" in _tool_results(fake_llm)[-1]  # the search view of the second root
         system = fake_llm.requests[-1].body["messages"][0]["content"]
         assert f"Additional workspace roots: {lib}." in json.dumps(system)
+        assert f'path=\\"{lib}/AGENTS.md\\"' in json.dumps(system) and "Lib rule: tabs only." in json.dumps(system)
 
         # A command in the second root writes there, and its `.env` is masked (commands ask, as in the first).
         command = "echo made > made.txt; cat .env; echo read=$?"
