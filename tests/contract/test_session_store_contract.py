@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from term2.adapters.store import InMemorySessionStore, SqliteSessionStore
 from term2.adapters.store.codec import decode_entry, encode_entry
-from term2.domain.content import EmbeddedResource, ResourceLink, TextBlock
+from term2.domain.content import EmbeddedResource, ImageBlock, ResourceLink, TextBlock
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.history import (
     AgentMessage,
@@ -38,6 +38,7 @@ from term2.domain.history import (
     UserMessage,
     compact,
 )
+from term2.domain.images import Image
 from term2.domain.session import Session, SessionState
 from term2.domain.transcript import ChatMessage, ContextCompaction, ModelMessage, ReasoningBlock, ToolCallRequest
 from term2.domain.usage import TokenUsage, TurnUsage
@@ -525,6 +526,7 @@ _entry = st.one_of(
             st.builds(TextBlock, _text)
             | st.builds(ResourceLink, _text, _text)
             | st.builds(EmbeddedResource, _text, st.none() | _text, st.none() | _text, st.none() | _text)
+            | st.builds(ImageBlock, _text, _text, st.none() | _text, st.booleans())
         ).map(tuple),
     ),
     st.builds(AgentMessage, _text, _text),
@@ -572,6 +574,7 @@ _entry = st.one_of(
                 ),
                 max_size=2,
             ).map(tuple),
+            st.lists(st.builds(Image, _text, _text), max_size=2).map(tuple),
         ),
     ),
     st.builds(
@@ -593,6 +596,21 @@ _entry = st.one_of(
 @given(_entry)
 def test_codec_round_trips_any_entry(entry: HistoryEntry) -> None:
     assert decode_entry(encode_entry(entry)) == entry
+
+
+@given(_entry)
+def test_codec_writes_what_the_schema_writes(entry: HistoryEntry) -> None:
+    """Records are written without the schema (ADR 0053): byte for byte what pydantic's adapter would write."""
+    from term2.adapters.store.codec import _entries
+
+    assert encode_entry(entry) == _entries().dump_json(entry).decode()
+
+
+def test_codec_writes_every_variant_as_the_schema_does() -> None:
+    from term2.adapters.store.codec import _entries
+
+    for entry in EVERY_VARIANT:
+        assert encode_entry(entry) == _entries().dump_json(entry).decode()
 
 
 def test_codec_resolves_nested_unions_by_their_tag() -> None:

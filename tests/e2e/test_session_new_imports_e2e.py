@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_native_wires_e2e import openai_env
+from tests.e2e.test_native_wires_e2e import model_requests, openai_env
 from tests.e2e.test_prompts import make_workspace
 from tests.fakes.llm_server import start_fake_llm
 
@@ -125,3 +125,83 @@ def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path)
     assert sorted(m for m in TURN_ONLY if m in loaded) == []
     # start-up ran without collections (term2.__main__); what it made is frozen and collecting is back on
     assert seen["collecting"] and seen["frozen"] > 10_000, seen["frozen"]
+
+
+TURN_PROBE = r"""
+import json, os, sys, threading
+
+snapshot_path = sys.argv[1]
+seen = threading.Event()
+real_write = os.write
+
+
+def write(fd, data):
+    if fd > 2 and b"agent_message_chunk" in bytes(data) and not seen.is_set():
+        with open(snapshot_path, "w") as out:
+            json.dump(sorted(sys.modules), out)
+        seen.set()
+    return real_write(fd, data)
+
+
+os.write = write
+from term2.__main__ import main  # noqa: E402
+
+main(["acp"])
+"""
+
+
+def test_first_turn_answers_without_pydantic_and_the_next_reads_it_back(tmp_path: Path) -> None:
+    """A turn only writes history, and pydantic-core writes it without a schema (ADR 0053): the first
+    answer streams before pydantic is imported; the schema that reads it back is built after the turn,
+    and the second turn's request carries the first turn, read back from the store."""
+    workspace = make_workspace(tmp_path)
+    snapshot = tmp_path / "modules.json"
+    with start_fake_llm() as llm:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
+        env.update(openai_env(llm))
+        env.update(
+            TERM2_HOME=str(tmp_path / "term2-home"),
+            XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+            XDG_STATE_HOME=str(tmp_path / "state"),
+        )
+        with (tmp_path / "stderr.log").open("wb") as stderr:
+            agent = subprocess.Popen(
+                [sys.executable, "-c", TURN_PROBE, str(snapshot)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                cwd=tmp_path,
+            )
+        assert agent.stdin is not None and agent.stdout is not None
+        replies: dict[object, dict[str, Any]] = {}
+
+        def ask(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            assert agent.stdin is not None and agent.stdout is not None
+            agent.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
+            agent.stdin.write(b"\n")
+            agent.stdin.flush()
+            while rid not in replies:
+                line = agent.stdout.readline()
+                assert line, (tmp_path / "stderr.log").read_text()[-3000:]
+                message = json.loads(line)
+                if "id" in message:
+                    replies[message["id"]] = message
+            return replies[rid]
+
+        try:
+            ask(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            session = ask(2, "session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
+            first = ask(3, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "one"}]})
+            second = ask(4, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]})
+        finally:
+            agent.stdin.close()
+            assert agent.wait(60) == 0, (tmp_path / "stderr.log").read_text()[-3000:]
+        requests = model_requests(llm, "openai")
+    assert first["result"]["stopReason"] == "end_turn" and second["result"]["stopReason"] == "end_turn"
+    loaded = set(json.loads(snapshot.read_text()))
+    assert "httpx" in loaded and "term2.app.prompting" in loaded  # the probe saw the turn
+    assert "pydantic" not in loaded
+    assert len(requests) == 2
+    said = [m.get("content") for m in requests[1].body["messages"]]
+    assert "one" in json.dumps(said) and "echo" in json.dumps(said), said  # the first turn, read back

@@ -82,12 +82,14 @@ class SessionMethods:
         version: int,
         turns: Callable[[], Awaitable[Turns]],
         on_session: Callable[[], None] = lambda: None,
+        on_turn_end: Callable[[], None] = lambda: None,
         config: SessionConfig | None = None,
         notify: Notify | None = None,
         auth: Authentication | None = None,
     ) -> None:
         self._auth = AuthMethods(auth) if auth is not None else None  # v1 `authenticate`, `logout` (ADR 0047)
         self._on_session = on_session
+        self._on_turn_end = on_turn_end
         self._config = config  # the pickers and commands, offered on v1 only (ADR 0043)
         self._notify = notify
         self._sessions = sessions
@@ -324,7 +326,10 @@ class SessionMethods:
             turns.prompts.cancel(session_id)
 
         async def run() -> Any:
-            return await turns.prompts.run(opened, blocks, turns.sink, turns.approver, client_files=turns.files)
+            try:
+                return await turns.prompts.run(opened, blocks, turns.sink, turns.approver, client_files=turns.files)
+            finally:
+                self._on_turn_end()
 
         if self._version == 2:
             try:

@@ -2,7 +2,12 @@
 
 The domain stays free of pydantic: the schemas here are derived from the
 domain dataclasses by pydantic's ``TypeAdapter``, so a new field on a domain
-type is picked up without a parallel model to keep in sync.
+type is picked up without a parallel model to keep in sync. Writing needs no
+schema: pydantic-core serialises a dataclass by its fields, which is what the
+adapter's serializer writes for these types, byte for byte (a contract test
+checks it over every kind of entry); so a turn's records never wait for
+pydantic's import and the schema build (~55 ms), which only reading needs
+(ADR 0053).
 
 Union resolution: the top-level ``HistoryEntry`` union is explicitly
 discriminated on ``entry``. The nested unions (``ContentBlock`` on ``type``,
@@ -22,10 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Final
 
-from pydantic_core import ValidationError
+from pydantic_core import ValidationError, to_json
 
 from term2.domain.session import Session
 
@@ -48,11 +54,20 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 
 
+_BUILDING = threading.Lock()  # one build: a read waits for the background warm-up instead of repeating it
+
+
 @functools.cache
 def _entries() -> TypeAdapter[HistoryEntry]:
-    """Built on first use: its schema costs ~7 MB and ~20 ms, and pydantic's schema machinery
-    ~170 ms more, that a process only answering `initialize`, `session/new` or `session/list`
-    never needs (pydantic is imported here for that reason, not at the top)."""
+    """Built on first read: its schema costs ~7 MB and ~20 ms, and pydantic's import ~35 ms more,
+    that a process answering `initialize`, `session/new`, `session/list` or its first prompt never
+    needs (pydantic is imported here for that reason, not at the top)."""
+    with _BUILDING:
+        return _build_entries()
+
+
+@functools.cache
+def _build_entries() -> TypeAdapter[HistoryEntry]:
     from pydantic import Field, TypeAdapter
 
     from term2.domain.history import HistoryEntry
@@ -61,7 +76,7 @@ def _entries() -> TypeAdapter[HistoryEntry]:
 
 
 def warm() -> None:
-    """Build the history schema in start-up's worker thread, not in the first prompt's record (ADR 0048)."""
+    """Build the reading schema ahead, in a worker thread, once the first turn is over (ADR 0053)."""
     _entries()
 
 
@@ -95,8 +110,8 @@ def normalise_session(session: Session) -> Session:
 
 
 def encode_entry(entry: HistoryEntry) -> str:
-    """Compact JSON for one history snapshot, tags included."""
-    return _entries().dump_json(entry).decode()
+    """Compact JSON for one history snapshot, tags included: what `TypeAdapter.dump_json` writes."""
+    return to_json(entry).decode()
 
 
 def decode_entry(document: str | bytes) -> HistoryEntry:

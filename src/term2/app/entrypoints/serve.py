@@ -65,6 +65,7 @@ class _Startup:
         self._keeping = False
         self._session_asked = False  # a session request waits (or waited) for the session part
         self._session_opened = anyio.Event()
+        self._reading_warmed = False
 
     async def build(self) -> None:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
@@ -134,6 +135,7 @@ class _Startup:
             version,
             get_turns,
             on_session=self._on_session,
+            on_turn_end=self._on_turn_end,
             config=self._app.config,
             notify=connection.notify,
             auth=self._app.auth,
@@ -168,6 +170,23 @@ class _Startup:
             self._keeping = True
             self._tg.start_soon(self._after_session)
 
+    def _on_turn_end(self) -> None:
+        """A turn is over: build the history's reading schema (pydantic's import and the schema, ~55 ms)
+        while the user reads the answer, so the next turn's read of what this one recorded finds it."""
+        if not self._reading_warmed:
+            self._reading_warmed = True
+            self._tg.start_soon(self._warm_reading)
+
+    async def _warm_reading(self) -> None:
+        from term2.adapters.store import codec
+
+        try:
+            await anyio.to_thread.run_sync(codec.warm, abandon_on_cancel=True)
+        except Exception:  # a read builds it itself, and says why if it cannot
+            import structlog
+
+            structlog.get_logger("term2").warning("history schema warm-up failed", exc_info=True)
+
     async def _after_session(self) -> None:
         """Runs until the kept connection's idle window ends; the next session starts it again."""
         try:
@@ -193,12 +212,11 @@ def _collect_from_now() -> None:
 
 def _import_turn_modules() -> None:
     """The wire renderers and the approval bridge, which a connection's first prompt or replay
-    builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it."""
+    builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it.
+    Not the history's reading schema: a turn only writes history, and the next turn's read is warmed
+    once the first turn is over (`_Startup._on_turn_end`, ADR 0053)."""
     import_lean("httpx")
     from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
-    from term2.adapters.store import codec
-
-    codec.warm()  # pydantic's schema machinery, which the first prompt's first record would otherwise load
 
 
 def _import_dependency_injector() -> None:
