@@ -740,8 +740,11 @@ def build_agents(args: argparse.Namespace, base_url: str, scratch: Path) -> list
     for item in args.authenticate:
         name, _, method = item.partition(":")
         specs[name]["authenticate"] = method or None
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
+    # PYTHONDONTWRITEBYTECODE (set in some shells and CI images) would have every run compile from source
+    # whatever changed since the last bytecode was written: a user's install has it written (ADR 0053).
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_") and k != "PYTHONDONTWRITEBYTECODE"}
     base_env.update({"NO_UPDATE_NOTIFIER": "1", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"})
+    compile_installed()
     agents = []
     for name, spec in specs.items():
         if not spec.get("argv"):
@@ -779,6 +782,18 @@ def build_agents(args: argparse.Namespace, base_url: str, scratch: Path) -> list
         )
         agents.append(agent)
     return agents
+
+
+def compile_installed() -> None:
+    """Write the bytecode of term2 and of its environment's libraries, as installing them (or their first
+    run) does for a user: measured without it, Python compiles each changed module from source every run."""
+    import compileall
+    import sysconfig
+
+    import term2
+
+    for folder in (Path(term2.__file__).parent, Path(sysconfig.get_paths()["purelib"])):
+        compileall.compile_dir(folder, quiet=2, workers=0)
 
 
 def _load() -> str:
