@@ -121,7 +121,8 @@ def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path)
     assert created["modes"]["currentModeId"] == "ask"
     seen = json.loads(snapshot.read_text())
     loaded = set(seen["modules"])
-    assert "term2.adapters.store.sqlite_store" in loaded and "pydantic_core" in loaded  # the probe saw the session part
+    assert "term2.adapters.store.sqlite_store" in loaded and "pydantic_core._pydantic_core" in loaded
+    assert "pydantic_core.core_schema" not in loaded  # the compiled module alone (term2.support.pydantic_core_native)
     assert sorted(m for m in TURN_ONLY if m in loaded) == []
     # start-up ran without collections (term2.__main__); what it made is frozen and collecting is back on
     assert seen["collecting"] and seen["frozen"] > 10_000, seen["frozen"]

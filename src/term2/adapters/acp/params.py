@@ -21,10 +21,14 @@ import binascii
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast
 
-from pydantic_core import SchemaValidator, ValidationError
-
 from term2.adapters.acp.errors import INVALID_PARAMS, RpcError
 from term2.domain.mended_text import MendedText, mend_text
+from term2.support.pydantic_core_native import native
+
+if TYPE_CHECKING:
+    from pydantic_core import SchemaValidator, ValidationError
+else:  # the compiled module alone: the package's schema typing is not needed here (see the module)
+    SchemaValidator, ValidationError = native().SchemaValidator, native().ValidationError
 
 if TYPE_CHECKING:  # a prompt's blocks: imported by the first prompt, not by the first session (ADR 0052)
     from term2.domain.content import ContentBlock, EmbeddedResource, ImageBlock

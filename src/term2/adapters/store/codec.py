@@ -31,12 +31,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Final
 
-from pydantic_core import ValidationError, to_json
-
 from term2.domain.session import Session
+from term2.support.pydantic_core_native import native
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
+    from pydantic_core import ValidationError, to_json
 
     from term2.domain.history import HistoryEntry  # loaded with the schema: a session opens before either
 
@@ -53,6 +53,9 @@ __all__ = [
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 
+
+if not TYPE_CHECKING:  # the compiled module alone (see term2.support.pydantic_core_native)
+    ValidationError, to_json = native().ValidationError, native().to_json
 
 _BUILDING = threading.Lock()  # one build: a read waits for the background warm-up instead of repeating it
 
