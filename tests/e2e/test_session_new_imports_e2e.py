@@ -73,6 +73,7 @@ TURN_ONLY = (
     "term2.app.prompting",
     "httpx",
     "term2.ports.mcp",  # and a session that names no MCP server needs no MCP port
+    "structlog",  # loaded once the first session is answered, start-up's lines kept until then (ADR 0053)
 )
 
 

@@ -19,9 +19,12 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from term2.support import deferred_log
 
 LOG_FILE_NAME = "term2.log"
 LOG_FILE_BYTES = 5 * 1024 * 1024  # per file; with the backups, at most ~20 MiB on disk
@@ -191,6 +194,7 @@ def configure_logging(
     *,
     stderr_level: str | None = None,
     secrets: Iterable[str] = (),
+    deferred: bool = False,
 ) -> Path | None:
     """Set up both destinations; answer the log file's path (None when there is none).
 
@@ -198,17 +202,15 @@ def configure_logging(
     destinations; None keeps the defaults (warnings on stderr, info in the
     file). ``stderr_level`` overrides stderr alone (`term2 exec --verbose`).
     ``env`` None means no file (a command that only prints). ``secrets`` are
-    replaced wherever a line would carry them (`Redact`).
+    replaced wherever a line would carry them (`Redact`). ``deferred`` leaves structlog's import and
+    configuration to `term2.support.deferred_log.load()` (`term2 acp`, ADR 0053); stdlib logging is set
+    up at once either way.
     """
     global _redact
     redact = _redact = Redact(secrets)
-    structlog = _import_structlog()
     to_stderr = _number(stderr_level or level_name or DEFAULT_STDERR_LEVEL)
     to_file = _number(level_name or DEFAULT_FILE_LEVEL)
     handler = open_log_file(env) if env is not None else None
-    console: Any = (
-        structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
-    )
     stderr_handler = logging.StreamHandler(sys.stderr)
     stderr_handler.setFormatter(_Redacting(redact))
     stderr_handler.setLevel(max(to_stderr, logging.WARNING))  # libraries stay quiet unless they warn
@@ -217,20 +219,44 @@ def configure_logging(
     if handler is not None:
         root.addHandler(_LibraryHandler(handler, redact))  # one handler, one lock: whichever record reaches it rotates
     root.setLevel(logging.WARNING)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _add_pid,
-            structlog.processors.format_exc_info,
-            _FanOut(to_stderr, console, handler, to_file, redact),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(min(to_stderr, to_file if handler else to_stderr)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
+    least = min(to_stderr, to_file if handler else to_stderr)
+
+    def configure_structlog() -> Any:
+        structlog = _import_structlog()
+        console: Any = (
+            structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+        )
+        stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+        structlog.configure(
+            processors=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                partial(_stamp_unless_stamped, stamp),
+                _add_pid,
+                structlog.processors.format_exc_info,
+                _FanOut(to_stderr, console, handler, to_file, redact),
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(least),
+            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+            cache_logger_on_first_use=True,
+        )
+        return structlog
+
+    if deferred:
+        deferred_log.defer(configure_structlog, least)
+    else:
+        configure_structlog()
     return Path(handler.baseFilename) if isinstance(handler, logging.FileHandler) else None
+
+
+def _stamp_unless_stamped(
+    stamp: Callable[[Any, str, MutableMapping[str, Any]], MutableMapping[str, Any]],
+    logger: Any,
+    method: str,
+    event: MutableMapping[str, Any],
+) -> MutableMapping[str, Any]:
+    """The time of the call: a line kept until structlog loaded (`deferred_log`) carries its own."""
+    return event if "timestamp" in event else stamp(logger, method, event)
 
 
 class _LibraryHandler(logging.Handler):

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
-import structlog
 
 from term2.app.call_names import CallNamer, NamedCall
 from term2.app.clock import new_id
@@ -53,8 +52,9 @@ from term2.ports.llm import (
 )
 from term2.ports.tools import Toolbox, ToolContext, ToolReply
 from term2.ports.updates import MessageChunk, Notice
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.agent_loop")
+log = get_logger("term2.agent_loop")
 
 MAX_OVERFLOW_RETRIES = 4  # compaction, then dropping the older half, up to three times
 

@@ -23,7 +23,6 @@ import secrets
 from importlib import resources
 
 import anyio
-import structlog
 
 from term2.app.clock import new_id
 from term2.app.empty_answers import empty_answer_error
@@ -52,8 +51,9 @@ from term2.ports.llm import (
 )
 from term2.ports.tools import ToolContext
 from term2.ports.updates import CompactionChanged, CompactionChunk, UsageChanged
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.compaction")
+log = get_logger("term2.compaction")
 
 RESULT_IN_SUMMARY = 1_500  # characters of each tool result the summariser reads
 UNKNOWN_WINDOW_SUMMARY_INPUT = 400_000  # characters sent to summarise when the window is unknown

@@ -29,7 +29,6 @@ import stat
 from dataclasses import dataclass
 
 import anyio
-import structlog
 
 from term2.app.tools.anchored import FILE_READ, open_folder, open_in, read_upto
 from term2.app.tools.failure import ToolFailed
@@ -42,8 +41,9 @@ from term2.domain.instructions import (
     render_instructions,
     untrusted_reason,
 )
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.instructions")
+log = get_logger("term2.instructions")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 import anyio
-import structlog
 
 from term2.app.agent_loop import run_loop
 from term2.app.clock import new_id, utc_now
@@ -62,8 +61,9 @@ from term2.ports.updates import (
     UpdateSink,
     UserMessageSent,
 )
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.prompt")
+log = get_logger("term2.prompt")
 
 Emit = Callable[[SessionEvent], Awaitable[None]]
 Record = Callable[[HistoryEntry], Awaitable[None]]

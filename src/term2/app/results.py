@@ -10,15 +10,14 @@ workspace, with the marker naming the id `read_output` pages through.
 
 from __future__ import annotations
 
-import structlog
-
 from term2.app.clock import new_id
 from term2.domain.truncation import keep_ends
 from term2.ports.outputs import OutputArchive
+from term2.support.deferred_log import get_logger
 
 RESULT_LIMIT = 40_000  # characters (~10k tokens); read_file's cap stays below it
 
-log = structlog.get_logger("term2.results")
+log = get_logger("term2.results")
 
 
 async def bounded_result(text: str, session_id: str, outputs: OutputArchive | None) -> str:

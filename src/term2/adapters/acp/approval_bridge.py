@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import structlog
-
 from term2.adapters.acp import wire_v1, wire_v2
 from term2.adapters.acp.connection import JsonRpcConnection
 from term2.adapters.acp.errors import ConnectionClosed, RpcError
@@ -20,11 +18,12 @@ from term2.adapters.acp.wire_common import TOOL_KINDS, locations, parent_meta
 from term2.domain.approval import Choice, OptionKind
 from term2.ports.approval import ApprovalDecision, ApprovalRequest, DenialReason
 from term2.ports.updates import StateChanged
+from term2.support.deferred_log import get_logger
 
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types import v1, v2
 
-log = structlog.get_logger("term2.approval")
+log = get_logger("term2.approval")
 
 OPTION_KINDS: dict[OptionKind, v1.PermissionOptionKind] = {
     OptionKind.ALLOW_ONCE: "allow_once",

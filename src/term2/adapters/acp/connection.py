@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import anyio
-import structlog
 from anyio.abc import TaskGroup
 
 from term2.adapters.acp.envelopes import ErrorReply, ResultReply, encode, error_reply, result_reply, valid_id
@@ -31,11 +30,12 @@ from term2.adapters.acp.errors import (
 )
 from term2.domain.mended_text import may_hold_lone_surrogates, mend
 from term2.ports.transport import LineTooLong, Transport
+from term2.support.deferred_log import get_logger
 
 if TYPE_CHECKING:
     from term2.adapters.acp.wire_types.v1 import CancelRequestNotification, RequestId
 
-log = structlog.get_logger("term2.rpc")
+log = get_logger("term2.rpc")
 
 Handler = Callable[[Any], Awaitable[Any]]
 NotificationHandler = Callable[[Any], Awaitable[None]]

@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
-from structlog.contextvars import bind_contextvars
 
 from term2.adapters.acp.connection import Handler, JsonRpcConnection, NotificationHandler
 from term2.adapters.acp.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SERVER_BUSY, RpcError
 from term2.adapters.acp.negotiation import ClientCaps, client_caps, negotiate
 from term2.domain.errors import Busy, InvalidInput, NotFound, StoreUnavailable, Term2Error
+from term2.support.deferred_log import bind_contextvars, get_logger
 
 if TYPE_CHECKING:
     from term2.adapters.acp.session_methods import SessionMethods
@@ -45,7 +44,7 @@ V1_ONLY = frozenset(
     {"session/load", "session/set_config_option", "session/set_mode", "session/delete", "authenticate", "logout"}
 )
 
-log = structlog.get_logger("term2.acp")
+log = get_logger("term2.acp")
 
 # Builds the session methods once the application is ready (see term2.app.entrypoints.serve).
 # (connection, negotiated version, what the client said it can do)

@@ -22,17 +22,17 @@ import anyio
 import anyio.to_thread
 import httpcore
 import httpx
-import structlog
 
 from term2.adapters.llm.http_errors import error_from_response, error_from_transport
 from term2.adapters.llm.kept_connection import KeepingBackend
 from term2.adapters.llm.mended_events import StreamMender
 from term2.adapters.llm.sse import WHOLE_EVENT, SSEDecoder, SSEEvent, event_json
 from term2.ports.llm import IncompleteResponse, LLMError, LLMEvent, ProviderSettings
+from term2.support.deferred_log import get_logger
 
 __all__ = ["SSEClient", "WireStream", "event_json", "stream_events", "timeout_for", "tls_for", "wire_model"]
 
-log = structlog.get_logger("term2.llm")
+log = get_logger("term2.llm")
 
 _USER_AGENT = "term2"
 _MAX_ERROR_BODY = 64 * 1024

@@ -19,16 +19,16 @@ from contextlib import aclosing
 from dataclasses import replace
 
 import httpx
-import structlog
 
 from term2.adapters.llm.native_http import SSEClient, stream_events, wire_model
 from term2.adapters.llm.openai_wire import OpenAIStream, chat_body
 from term2.ports.llm import CompletionRequest, LLMError, LLMEvent, PromptCount, ProviderSettings
+from term2.support.deferred_log import get_logger
 
 __all__ = ["DEFAULT_OPENAI_BASE", "OpenAIChatProvider"]
 
 DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
-log = structlog.get_logger("term2.llm")
+log = get_logger("term2.llm")
 
 
 class OpenAIChatProvider:

@@ -47,12 +47,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-import structlog
 
 from term2.domain.editor_exclusion import FolderId
 from term2.ports.folder_locks import FolderLockError
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.locks")
+log = get_logger("term2.locks")
 
 POLL_S = 0.005
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

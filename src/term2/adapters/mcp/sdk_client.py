@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
@@ -48,8 +47,9 @@ from term2.ports.mcp import (
     StdioServer,
     TextPart,
 )
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.mcp")
+log = get_logger("term2.mcp")
 MAX_LOGGED_ERRORS = 20  # lines from a server that are not MCP messages, logged; the rest are counted out
 MAX_ERROR_TEXT = 1000  # characters of one such error logged
 

@@ -29,15 +29,15 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import mcp.types as types
-import structlog
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from term2.ports.mcp import McpError, StdioServer
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.mcp")
+log = get_logger("term2.mcp")
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 MAX_LINE = 16 * 1024 * 1024  # bytes of one message from a server; a longer line is its failure

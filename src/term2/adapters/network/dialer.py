@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
-import structlog
 
 from term2.domain.network import NetworkGrant, is_public_address, normalize_host, shown_host
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger("term2.network")
+_log = get_logger("term2.network")
 
 ResolveMap = Mapping[tuple[str, int], tuple[str, int]]  # (name, port) -> (address, port), curl --resolve's table
 

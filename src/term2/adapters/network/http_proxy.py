@@ -15,7 +15,6 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import anyio
-import structlog
 from anyio.abc import ByteStream, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -31,8 +30,9 @@ from term2.adapters.network.http_message import (
     rebuilt_response,
 )
 from term2.adapters.network.relay import relay
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger("term2.network")
+_log = get_logger("term2.network")
 
 HEAD_TIMEOUT_S = 30.0
 _CHUNK = 65536

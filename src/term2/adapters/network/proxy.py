@@ -18,7 +18,6 @@ from functools import partial
 
 import anyio
 import anyio.abc
-import structlog
 from anyio.abc import ByteStream
 
 from term2.adapters.network.dialer import Dialer, ResolveMap
@@ -26,9 +25,10 @@ from term2.adapters.network.http_proxy import serve_http
 from term2.adapters.network.socks import serve_socks
 from term2.domain.network import NetworkGrant
 from term2.ports.network import EgressSession
+from term2.support.deferred_log import get_logger
 from term2.support.unix_stream import UnixListener
 
-_log = structlog.get_logger("term2.network")
+_log = get_logger("term2.network")
 
 MAX_CONNECTIONS = 256  # accepted at once, per command; more wait in the kernel's backlog for a free slot
 

@@ -23,7 +23,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 
 import anyio
-import structlog
 
 from term2.adapters.sandbox import seccomp
 from term2.adapters.sandbox.cgroup import PidsCgroup
@@ -69,8 +68,9 @@ from term2.ports.sandbox import (
     SandboxStatus,
     SandboxUnavailable,
 )
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 PROBE_TIMEOUT_S = 15.0
 PROBE_UID = 65534  # "nobody": stands in for a workspace owner in the status probe

@@ -16,12 +16,12 @@ import subprocess
 from typing import Any
 
 import anyio
-import structlog
 
 from term2.adapters.sandbox.invocation import Identity
 from term2.ports.sandbox import CommandResult, OutputSink, SandboxFailed
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 _READ_SIZE = 65536
 # How long to wait for bwrap to go away after SIGKILL before giving up on it.

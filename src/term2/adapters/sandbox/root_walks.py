@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import structlog
-
 from term2.adapters.sandbox.footholds import strip_setid_bits
 from term2.adapters.sandbox.tree_scan import (
     ScanIncomplete,
@@ -25,8 +23,9 @@ from term2.adapters.sandbox.tree_scan import (
 )
 from term2.adapters.sandbox.tree_watches import TreeWatches
 from term2.ports.sandbox import SandboxFailed
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 def scan_before(trees: TreeWatches, roots: Sequence[str], limit: int, host_root: bool) -> list[TreeScan]:

@@ -15,15 +15,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 
-import structlog
-
 from term2.adapters.sandbox.fanotify import Fanotify, FanotifyGroup
 from term2.adapters.sandbox.folder_facts import Facts
 from term2.adapters.sandbox.folder_watch import MountTable, Unwatchable, Watcher
 from term2.adapters.sandbox.tree_scan import SCAN_MAX_ENTRIES
 from term2.adapters.sandbox.watch_spill import InotifyThenFanotify
+from term2.support.deferred_log import get_logger
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 # Tried in this order: fanotify needs CAP_SYS_ADMIN but no watch per folder; inotify works for anyone, and
 # spills to fanotify inode marks (Linux 5.13, unprivileged) past its watch limit.

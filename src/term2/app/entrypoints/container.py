@@ -345,10 +345,10 @@ class Application:
         await self.container.mcp().run(task_status=task_status)
 
     async def shutdown(self) -> None:
-        import structlog
+        from term2.support.deferred_log import get_logger
 
         # What the process loaded, for `TERM2_LOG_LEVEL=debug`: a native wire must never have needed litellm.
-        structlog.get_logger("term2").debug("shutting down", litellm_loaded="litellm" in sys.modules)
+        get_logger("term2").debug("shutting down", litellm_loaded="litellm" in sys.modules)
         if self._turn_part:  # without it no adapter was made, and making one now would only cost the exit
             try:
                 await self.container.llm().aclose()

@@ -301,12 +301,11 @@ async def _exec(
     approver: Approver,
     progress: Progress | None = None,
 ) -> int:
-    import structlog
-
     from term2.adapters.terminal.exec_turn import run_exec
     from term2.app.entrypoints.child_watcher import use_pidfds
     from term2.app.entrypoints.container import Application, build_application
     from term2.domain.errors import Term2Error
+    from term2.support.deferred_log import get_logger
 
     use_pidfds()
     try:
@@ -335,7 +334,7 @@ async def _exec(
                 _say(f"error: {exc}")
                 status = exit_status.USAGE
             except Exception as exc:  # said once here; the log file keeps the traceback
-                structlog.get_logger("term2.exec").info("exec failed", exc_info=True)
+                get_logger("term2.exec").info("exec failed", exc_info=True)
                 _say(f"error: {exc}")
             finally:
                 tg.cancel_scope.cancel()

@@ -101,7 +101,8 @@ def _launch(settings: Settings, env: Mapping[str, str]) -> None:
     from term2.adapters.logging_setup import configure_logging
     from term2.app.first_run import key_values
 
-    configure_logging(settings.log_level, env, secrets=key_values(settings, env))  # before structlog is imported
+    # structlog itself loads once the first session is answered (or something warns): ADR 0053
+    configure_logging(settings.log_level, env, secrets=key_values(settings, env), deferred=True)
     from term2.app.entrypoints.startup_log import log_start
 
     log_start("acp", settings, env, protocol_version=version)

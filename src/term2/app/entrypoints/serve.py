@@ -37,6 +37,7 @@ from term2.adapters.acp.stdio import StdioTransport
 from term2.app.config import Settings
 from term2.app.entrypoints.child_watcher import use_pidfds
 from term2.app.entrypoints.lean_imports import import_lean
+from term2.support import deferred_log
 
 if TYPE_CHECKING:
     from term2.adapters.acp.session_methods import SessionMethods, Turns
@@ -97,9 +98,9 @@ class _Startup:
     def _failed_with(self, exc: Exception) -> None:
         """Kept for every request that needs what failed (it is told why), and logged once."""
         self._error = exc
-        import structlog
+        from term2.support.deferred_log import get_logger
 
-        structlog.get_logger("term2").exception("startup failed")
+        get_logger("term2").exception("startup failed")
 
     def _build_sessions(self) -> Application:
         _import_dependency_injector()
@@ -183,9 +184,9 @@ class _Startup:
         try:
             await anyio.to_thread.run_sync(codec.warm, abandon_on_cancel=True)
         except Exception:  # a read builds it itself, and says why if it cannot
-            import structlog
+            from term2.support.deferred_log import get_logger
 
-            structlog.get_logger("term2").warning("history schema warm-up failed", exc_info=True)
+            get_logger("term2").warning("history schema warm-up failed", exc_info=True)
 
     async def _after_session(self) -> None:
         """Runs until the kept connection's idle window ends; the next session starts it again."""
@@ -215,6 +216,7 @@ def _import_turn_modules() -> None:
     builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it.
     Not the history's reading schema: a turn only writes history, and the next turn's read is warmed
     once the first turn is over (`_Startup._on_turn_end`, ADR 0053)."""
+    deferred_log.load()  # structlog, and start-up's lines kept until the first session was answered (ADR 0053)
     import_lean("httpx")
     from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
 
@@ -280,6 +282,8 @@ def run_acp(
 
 def exit_now(code: int) -> None:
     """Leave without interpreter teardown (about a second once litellm is loaded) and
-    without waiting for a worker thread still importing; all output is flushed by now."""
+    without waiting for a worker thread still importing; all output is flushed by now, and the log
+    lines start-up kept are written if nothing loaded structlog yet."""
+    deferred_log.load()
     sys.stderr.flush()
     os._exit(code)

@@ -15,10 +15,10 @@ from term2.app.first_run import endpoint_host
 
 
 def log_start(command: str, settings: Settings, env: Mapping[str, str], protocol_version: int | None = None) -> None:
-    import structlog
+    from term2.support.deferred_log import get_logger
 
     config = config_path(env)
-    structlog.get_logger("term2").info(
+    get_logger("term2").info(
         "term2 started",
         command=command,
         version=__version__,

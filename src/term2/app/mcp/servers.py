@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from term2.app.mcp.names import escaped, tool_names
+from term2.support.deferred_log import get_logger
 
 if TYPE_CHECKING:  # the MCP port loads with a session's first server, not with the first session (ADR 0052)
     from term2.app.mcp.tool import McpTool
     from term2.ports.mcp import McpClient, McpConnection, McpServer, RemoteResult, RemoteTool
 
-log = structlog.get_logger("term2.mcp")
+log = get_logger("term2.mcp")
 
 Notify = Callable[[str], Awaitable[None]]  # a message for the user of this session
 CLOSE_WAIT_S = 10.0  # a server gets its stdin closed, then SIGTERM, then SIGKILL well within this

@@ -24,12 +24,12 @@ from dataclasses import replace
 from functools import partial
 
 import anyio.to_thread
-import structlog
 
 from term2.domain.editor_exclusion import FolderId, folders_on_the_way
 from term2.ports.tools import ToolContext
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.tools")
+log = get_logger("term2.tools")
 
 _FOLDER = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import anyio
-import structlog
 
 from term2.app.tools.base import Invocation
 from term2.app.tools.names import said, shown
@@ -42,8 +41,9 @@ from term2.domain.visible_text import visible
 from term2.domain.workspace import Access, Workspace, is_git_metadata, is_instruction_file, is_within
 from term2.ports.approval import ApprovalRequest, CommandSubject, DenialReason
 from term2.ports.tools import ToolContext
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.approval")
+log = get_logger("term2.approval")
 
 DENIAL_TEXT: dict[DenialReason, str] = {
     "rejected": "The user rejected this call",

@@ -32,7 +32,6 @@ from functools import partial
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from term2.app.tools.anchored import lstat_in, open_parent, open_regular, read_upto, require_regular
 from term2.app.tools.editor_turn import editor_turn
@@ -41,8 +40,9 @@ from term2.app.tools.files import SNIFF_BYTES, looks_binary
 from term2.app.tools.names import shown
 from term2.ports.client_files import ClientFileError, ClientFiles
 from term2.ports.tools import ToolContext
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.tools")
+log = get_logger("term2.tools")
 
 # How long a write may wait for the editor's answer. The wait is shielded from a cancel (like the disk's
 # write, ADR 0019: a change that may have been made is reported, not abandoned), so it must be bounded.

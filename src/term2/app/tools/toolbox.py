@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 import anyio
-import structlog
 
 from term2.app.edit_tools import EDIT_TOOL_SETS
 from term2.app.tools.args import ArgumentError, parse_arguments
@@ -38,8 +37,9 @@ from term2.domain.workspace import Access
 from term2.ports.llm import ToolCallRequest, ToolSpec
 from term2.ports.tools import ToolContext, ToolReply
 from term2.ports.workspace_search import WorkspaceSearch
+from term2.support.deferred_log import get_logger
 
-log = structlog.get_logger("term2.tools")
+log = get_logger("term2.tools")
 
 
 # Read-only tools: several of them in one model response run side by side (read, list, glob, grep).
