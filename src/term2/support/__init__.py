@@ -1,5 +1,6 @@
-"""Stand-ins for third-party pieces that misbehave, shared by every layer; they import nothing of term2.
+"""Stand-ins for third-party pieces that misbehave or cost start-up time, shared by every layer; they import
+nothing of term2.
 
-Each module names the defect it works around, the upstream version it was measured on and the test
-that reproduces it, so it can be dropped once upstream is fixed.
+Each module names what it works around (a defect, or an import the first session would wait for), the
+upstream version it was measured on and the test that pins it, so it can be dropped once upstream changes.
 """
