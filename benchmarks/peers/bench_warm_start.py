@@ -13,6 +13,7 @@ by one each round so machine load falls on all alike:
   typed      `initialize`; `session/new` sent the moment `initialize` is answered;
              the prompt sent 1 s after `session/new` is answered, as a user types.
              Figures: spawn → `initialize` answered; `session/new` sent → answered;
+             spawn → `session/new` answered (what a user waits for as a thread opens);
              `session/prompt` → first chunk of the model's text; peak RSS of the
              process tree over the run (through the turn).
   handshake  the same, through a TCP relay in front of the fake that holds every new
@@ -83,6 +84,7 @@ def one(agent: Agent, run_dir: Path, pause: float | None) -> dict[str, float]:
         rid, sent = client.request("session/new", {"cwd": str(agent.workspace), "mcpServers": []})
         stamp, message = client.wait_response(rid, "session/new", STEP_TIMEOUT)
         out["new"] = (stamp - sent) * 1000
+        out["open"] = (stamp - client.spawned_at) * 1000
         session = (message.get("result") or {}).get("sessionId")
         if pause:
             time.sleep(pause)
@@ -101,6 +103,7 @@ def one(agent: Agent, run_dir: Path, pause: float | None) -> dict[str, float]:
 ROWS = [
     ("typed", "init", "spawn → `initialize` answered (ms)"),
     ("typed", "new", "`session/new` sent as `initialize` is answered → answered (ms)"),
+    ("typed", "open", "spawn → `session/new` answered: the thread opening (ms)"),
     ("typed", "to_chunk", "first reply chunk, prompt sent 1 s after `session/new` (ms)"),
     ("handshake", "to_chunk", "the same through an endpoint taking 150 ms to open a connection (ms)"),
     ("b2b", "spawn_to_chunk", "spawn → first reply chunk, back to back (ms)"),
