@@ -154,8 +154,9 @@ main(["acp"])
 
 def test_first_turn_answers_without_pydantic_and_the_next_reads_it_back(tmp_path: Path) -> None:
     """A turn only writes history, and pydantic-core writes it without a schema (ADR 0053): the first
-    answer streams before pydantic is imported; the schema that reads it back is built after the turn,
-    and the second turn's request carries the first turn, read back from the store."""
+    answer streams before pydantic is imported, and before the sandbox a turn without commands never
+    uses is made; the schema that reads history back is built after the turn, and the second turn's
+    request carries the first turn, read back from the store."""
     workspace = make_workspace(tmp_path)
     snapshot = tmp_path / "modules.json"
     with start_fake_llm() as llm:
@@ -204,6 +205,7 @@ def test_first_turn_answers_without_pydantic_and_the_next_reads_it_back(tmp_path
     loaded = set(json.loads(snapshot.read_text()))
     assert "httpx" in loaded and "term2.app.prompting" in loaded  # the probe saw the turn
     assert "pydantic" not in loaded
+    assert "term2.adapters.sandbox.bubblewrap" not in loaded  # made by the first command, or after the turn
     assert len(requests) == 2
     said = [m.get("content") for m in requests[1].body["messages"]]
     assert "one" in json.dumps(said) and "echo" in json.dumps(said), said  # the first turn, read back

@@ -91,6 +91,7 @@ class _App:
         self.asked = threading.Event()
         self.preloaded = False
         self.kept = False
+        self.warmed_after_turn = threading.Event()
 
     def prompts(self) -> _Prompts:
         self.asked.set()
@@ -101,6 +102,9 @@ class _App:
 
     async def preload(self) -> None:
         self.preloaded = True
+
+    def warm_after_turn(self) -> None:  # in a worker thread, once the first turn is over (ADR 0053)
+        self.warmed_after_turn.set()
 
     def native_wire(self) -> bool:
         return True
@@ -163,6 +167,8 @@ async def test_sessions_are_served_before_the_turn_part_has_loaded(monkeypatch: 
             while not app.kept:  # preloading waited for the turn part too, then the connection was opened ahead
                 await anyio.sleep(0.01)
         assert app.preloaded
+        # the turn is over: what it did not wait for is made now (ADR 0053)
+        assert await anyio.to_thread.run_sync(app.warmed_after_turn.wait, 10)
 
 
 @pytest.mark.anyio

@@ -37,6 +37,7 @@ from term2.domain.model_choice import ModelChoice
 
 if TYPE_CHECKING:  # what only a turn makes or uses: imported where it is made, after the first session (ADR 0052)
     from term2.app.prompting import PromptService
+    from term2.app.tools.deferred_sandbox import DeferredSandbox
     from term2.domain.context_budget import ContextBudget
     from term2.domain.turn import TurnLimits
     from term2.domain.usage import Prices
@@ -104,6 +105,12 @@ def _sandbox(hidden: tuple[str, ...], settings: Settings) -> Sandbox:
     from term2.adapters.sandbox.bubblewrap import BubblewrapSandbox
 
     return BubblewrapSandbox(hidden=hidden, egress=FilteringProxy(settings.network_resolve))
+
+
+def _deferred_sandbox(make: Callable[[], Sandbox]) -> DeferredSandbox:
+    from term2.app.tools.deferred_sandbox import DeferredSandbox
+
+    return DeferredSandbox(make)
 
 
 def _folder_locks(env: Mapping[str, str]) -> FolderLocks:
@@ -222,6 +229,8 @@ class Container(containers.DeclarativeContainer):
     llm: providers.Provider[LLMProvider] = providers.Singleton(_llm, llm_settings)
     own_paths = providers.Callable(_own_paths, settings, env)
     sandbox: providers.Provider[Sandbox] = providers.Singleton(_sandbox, hidden=own_paths, settings=settings)
+    # what turns run commands in: made by the first command, or once the first turn is over (ADR 0053)
+    deferred_sandbox: providers.Provider[DeferredSandbox] = providers.Singleton(_deferred_sandbox, sandbox.provider)
     folder_locks: providers.Provider[FolderLocks] = providers.Singleton(_folder_locks, env)
     workspace_search: providers.Provider[WorkspaceSearch] = providers.Singleton(_workspace_search)
     toolbox: providers.Provider[Toolbox] = providers.Singleton(_toolbox, settings, workspace_search)
@@ -262,7 +271,7 @@ class Container(containers.DeclarativeContainer):
         store=store,
         registry=registry,
         models=models,
-        sandbox=sandbox,
+        sandbox=deferred_sandbox,
         limits=limits,
         outputs=outputs,
         mcp=mcp,
@@ -307,6 +316,12 @@ class Application:
         that call in a worker thread while sessions are already served)."""
         self._turn_part = True
         return self.container.prompts()
+
+    def warm_after_turn(self) -> None:
+        """Make what a turn may need and a first answer did not wait for: the sandbox (blocking: a worker
+        thread calls this once the first turn is over, ADR 0053)."""
+        if self._turn_part:
+            self.container.deferred_sandbox().made()
 
     async def preload(self) -> None:
         """Prepare the model's adapter in the background, so the first prompt is quick.

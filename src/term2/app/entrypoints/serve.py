@@ -66,7 +66,7 @@ class _Startup:
         self._keeping = False
         self._session_asked = False  # a session request waits (or waited) for the session part
         self._session_opened = anyio.Event()
-        self._reading_warmed = False
+        self._after_turn_warmed = False
 
     async def build(self) -> None:
         # Abandoned on shutdown: an import cannot be interrupted, and exit must not wait for it.
@@ -172,21 +172,26 @@ class _Startup:
             self._tg.start_soon(self._after_session)
 
     def _on_turn_end(self) -> None:
-        """A turn is over: build the history's reading schema (pydantic's import and the schema, ~55 ms)
-        while the user reads the answer, so the next turn's read of what this one recorded finds it."""
-        if not self._reading_warmed:
-            self._reading_warmed = True
-            self._tg.start_soon(self._warm_reading)
+        """A turn is over: make what the first answer did not wait for while the user reads it (ADR 0053):
+        the history's reading schema (pydantic's import and the schema, ~55 ms), which the next turn's read
+        of what this one recorded needs, and the sandbox, which a command needs."""
+        if not self._after_turn_warmed:
+            self._after_turn_warmed = True
+            self._tg.start_soon(self._warm_after_turn)
 
-    async def _warm_reading(self) -> None:
+    async def _warm_after_turn(self) -> None:
         from term2.adapters.store import codec
 
-        try:
-            await anyio.to_thread.run_sync(codec.warm, abandon_on_cancel=True)
-        except Exception:  # a read builds it itself, and says why if it cannot
-            from term2.support.deferred_log import get_logger
+        app = self._app
+        for warm in (codec.warm, app.warm_after_turn if app is not None else None):
+            if warm is None:
+                continue
+            try:
+                await anyio.to_thread.run_sync(warm, abandon_on_cancel=True)
+            except Exception:  # what needs it makes it itself, and says why if it cannot
+                from term2.support.deferred_log import get_logger
 
-            get_logger("term2").warning("history schema warm-up failed", exc_info=True)
+                get_logger("term2").warning("warm-up after the first turn failed", exc_info=True)
 
     async def _after_session(self) -> None:
         """Runs until the kept connection's idle window ends; the next session starts it again."""
@@ -214,8 +219,8 @@ def _collect_from_now() -> None:
 def _import_turn_modules() -> None:
     """The wire renderers and the approval bridge, which a connection's first prompt or replay
     builds, and httpx without its command-line client (see `lean_imports`) before an adapter imports it.
-    Not the history's reading schema: a turn only writes history, and the next turn's read is warmed
-    once the first turn is over (`_Startup._on_turn_end`, ADR 0053)."""
+    Not the history's reading schema nor the sandbox: a turn only writes history and may run no command;
+    both are made once the first turn is over (`_Startup._on_turn_end`, ADR 0053)."""
     deferred_log.load()  # structlog, and start-up's lines kept until the first session was answered (ADR 0053)
     import_lean("httpx")
     from term2.adapters.acp import approval_bridge, updates, wire_v1, wire_v2  # noqa: F401
