@@ -73,6 +73,7 @@ TURN_ONLY = (
     "term2.app.prompting",
     "httpx",
     "term2.ports.mcp",  # and a session that names no MCP server needs no MCP port
+    "term2.app.instructions",  # the project's instruction files: made by the first turn that reads them
     "structlog",  # loaded once the first session is answered, start-up's lines kept until then (ADR 0053)
 )
 

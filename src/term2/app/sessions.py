@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from term2.app.clock import new_session_id, utc_now
-from term2.app.instructions import ProjectInstructions
 from term2.app.mcp.servers import McpSessions, Notify
 from term2.app.tools.names import shown
 from term2.app.turn import Turn
@@ -28,6 +27,7 @@ from term2.ports.outputs import OutputArchive
 from term2.ports.session_store import InvalidCursor, SessionStore
 
 if TYPE_CHECKING:  # the history is read by turns and replays, which load it (ADR 0052)
+    from term2.app.instructions import ProjectInstructions
     from term2.domain.history import HistoryEntry
     from term2.ports.mcp import McpServer
 
@@ -106,10 +106,27 @@ class OpenSession:
 
     session: Session
     access: SessionAccess
-    instructions: ProjectInstructions  # the project's instruction files, cached until they change
     turn: Turn = field(default_factory=Turn)
     history: KnownHistory = field(default_factory=KnownHistory)
     context: ContextMemory = field(default_factory=ContextMemory)  # what the provider's counts taught, across turns
+    _instructions: ProjectInstructions | None = field(default=None, init=False, repr=False)
+
+    @property
+    def instructions(self) -> ProjectInstructions:
+        """The project's instruction files, cached until they change; made by the first turn that reads
+        them (opening a session does not import them, ADR 0053)."""
+        if self._instructions is None:
+            from term2.app.instructions import ProjectInstructions
+
+            workspace = self.access.workspace
+            self._instructions = ProjectInstructions(workspace.root, extra_roots=workspace.extra_roots)
+        return self._instructions
+
+    def with_roots(self, extra_roots: tuple[str, ...]) -> None:
+        """The session's additional roots, named anew by a load or resume."""
+        self.access.with_roots(extra_roots)
+        if self._instructions is not None:
+            self._instructions.with_roots(extra_roots)
 
 
 class SessionRegistry:
@@ -123,12 +140,7 @@ class SessionRegistry:
         current = self._open.get(session.session_id)
         if current is not None:
             return current
-        extra = session.additional_directories
-        opened = OpenSession(
-            session,
-            SessionAccess(session.cwd, session.mode, extra),
-            ProjectInstructions(session.cwd, extra_roots=extra),
-        )
+        opened = OpenSession(session, SessionAccess(session.cwd, session.mode, session.additional_directories))
         self._open[session.session_id] = opened
         return opened
 
@@ -246,8 +258,7 @@ class SessionService:
             await self._store.save(session)
         if opened is not None:
             opened.session = session
-            opened.access.with_roots(extra)
-            opened.instructions.with_roots(extra)
+            opened.with_roots(extra)
             return opened
         return self._registry.attach(session)
 
