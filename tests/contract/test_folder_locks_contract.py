@@ -24,7 +24,7 @@ import anyio.to_thread
 import pytest
 from anyio.abc import TaskStatus
 
-from term2.adapters.locks import FlockFolderLocks
+from term2.adapters.locks.flock_folders import FlockFolderLocks
 from term2.domain.editor_exclusion import FolderId
 from term2.ports.folder_locks import FolderLockError, FolderLocks
 from tests.fakes.folder_locks import MemoryFolderLocks
@@ -137,7 +137,7 @@ async def test_a_lock_folder_unusable_once_is_used_again_once_fixed(tmp_path: Pa
 CHILD = """
 import sys, anyio
 from pathlib import Path
-from term2.adapters.locks import FlockFolderLocks
+from term2.adapters.locks.flock_folders import FlockFolderLocks
 from term2.domain.editor_exclusion import FolderId
 
 async def main():

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from term2.adapters.locks import FlockFolderLocks
+from term2.adapters.locks.flock_folders import FlockFolderLocks
 from term2.app.tools.editor_turn import way_of
 from tests.conftest import llm_env
 from tests.e2e import test_editor_race_e2e as race

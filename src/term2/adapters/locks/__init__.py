@@ -1,5 +1,2 @@
-"""Folder locks shared by the term2 processes of one user (ADR 0038)."""
-
-from term2.adapters.locks.flock_folders import FlockFolderLocks, lock_folder
-
-__all__ = ["FlockFolderLocks", "lock_folder"]
+"""Folder locks shared by the term2 processes of one user (ADR 0038): `flock_folders.FlockFolderLocks`, in
+`folder.lock_folder`; the package imports neither, so a caller needing only the path loads only that."""

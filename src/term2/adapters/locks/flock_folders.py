@@ -33,16 +33,14 @@ cancelled wait leaves no thread behind holding a lock.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
 import os
-import pwd
 import stat
 import struct
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -63,26 +61,6 @@ _KINDS = {"run": 0, "edit": 1, "gate": 2}
 # platform's alignment; "0q" pads the end as the C struct is padded.
 _FLOCK = struct.Struct("@hhqqi0q")
 _SHARED, _EXCLUSIVE = fcntl.F_RDLCK, fcntl.F_WRLCK
-
-
-def lock_folder(env: Mapping[str, str]) -> Path:
-    """Where the user's locks live, chosen so that every term2 process of the user picks the same folder.
-
-    The system's runtime folder for the user (`/run/user/<uid>`, cleared at logout) when it exists, whatever
-    a process's environment says; else `$XDG_RUNTIME_DIR`; else a folder in the home the password database
-    gives the user (not `$HOME`, not term2's home: two processes with different ones must still meet, and
-    no other user can make a folder there first).
-    """
-    uid = os.getuid()
-    system = Path(f"/run/user/{uid}")
-    with contextlib.suppress(OSError):
-        info = os.stat(system, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
-            return system / "term2-locks"
-    runtime = env.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime):
-        return Path(runtime) / "term2-locks"
-    return Path(pwd.getpwuid(uid).pw_dir) / ".local" / "state" / "term2-locks"
 
 
 class FlockFolderLocks:

@@ -115,7 +115,8 @@ def _deferred_sandbox(make: Callable[[], Sandbox]) -> DeferredSandbox:
 
 def _folder_locks(env: Mapping[str, str]) -> FolderLocks:
     """Shared by every term2 process of the user through lock files (ADR 0038)."""
-    from term2.adapters.locks import FlockFolderLocks, lock_folder
+    from term2.adapters.locks.flock_folders import FlockFolderLocks
+    from term2.adapters.locks.folder import lock_folder
 
     return FlockFolderLocks(lock_folder(env))
 
@@ -205,7 +206,7 @@ def _outputs_path(settings: Settings, env: Mapping[str, str]) -> Path:
 def _own_paths(settings: Settings, env: Mapping[str, str]) -> tuple[str, ...]:
     """term2's own data, configuration, logs and folder locks: hidden from commands, never inside a workspace."""
     from term2.adapters.credentials.file_keys import key_folder
-    from term2.adapters.locks import lock_folder
+    from term2.adapters.locks.folder import lock_folder
     from term2.adapters.logging_setup import log_dir
 
     config = config_path(env)
