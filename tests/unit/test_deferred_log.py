@@ -64,6 +64,12 @@ def test_a_warning_loads_at_once_after_what_was_kept(tmp_path: Path) -> None:
     assert "worth a look" in stderr and "term2 started" not in stderr  # stderr: warnings only, as before
 
 
+def test_kept_lines_are_written_when_the_process_ends_without_loading(tmp_path: Path) -> None:
+    said, lines, _ = _run(tmp_path, "")  # no load(), no warning: the interpreter's exit writes them
+    assert said["held"] is True and said["loaded"] is False
+    assert [line["event"] for line in lines] == ["term2 started", "protocol negotiated"]
+
+
 def test_an_exception_is_written_with_its_traceback(tmp_path: Path) -> None:
     mode = "try:\n    1 / 0\nexcept ZeroDivisionError:\n    log.exception('failed')"
     _, lines, stderr = _run(tmp_path, mode)

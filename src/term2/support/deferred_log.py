@@ -14,6 +14,7 @@ structlog unconfigured writes to stdout, so nothing may log through it before `l
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -42,6 +43,7 @@ def defer(configure: Callable[[], Any], least_level: int) -> None:
             configure()
             return
         _configure, _least = configure, least_level
+        atexit.register(load)  # an exit that does not pass through term2's own (an uncaught error) writes them too
 
 
 def load() -> None:
