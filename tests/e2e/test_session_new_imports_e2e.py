@@ -22,7 +22,7 @@ from typing import Any
 
 from tests.e2e.test_native_wires_e2e import model_requests, openai_env
 from tests.e2e.test_prompts import make_workspace
-from tests.fakes.llm_server import start_fake_llm
+from tests.fakes.llm_server import FakeLLMServer, start_fake_llm
 
 PROBE = r"""
 import gc, json, os, sys, threading
@@ -78,10 +78,10 @@ TURN_ONLY = (
 )
 
 
-def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path) -> None:
-    workspace = make_workspace(tmp_path)
-    snapshot = tmp_path / "modules.json"
-    with start_fake_llm() as llm:
+class ProbedAgent:
+    """The real `term2 acp` under a probe program, over pipes; `ask` sends a request and reads to its answer."""
+
+    def __init__(self, tmp_path: Path, llm: FakeLLMServer, probe: str, snapshot: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
         env.update(openai_env(llm))
         env.update(
@@ -89,34 +89,48 @@ def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path)
             XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
             XDG_STATE_HOME=str(tmp_path / "state"),
         )
-        init = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}}
-        new = {"cwd": str(workspace), "mcpServers": []}
-        with (tmp_path / "stderr.log").open("wb") as stderr:
-            agent = subprocess.Popen(
-                [sys.executable, "-c", PROBE, str(snapshot)],
+        self._stderr = tmp_path / "stderr.log"
+        with self._stderr.open("wb") as stderr:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", probe, str(snapshot)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 env=env,
                 cwd=tmp_path,
             )
-        assert agent.stdin is not None and agent.stdout is not None
-        replies: dict[object, dict[str, Any]] = {}
+        self.replies: dict[object, dict[str, Any]] = {}
+
+    def ask(self, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n")
+        stdin.flush()
+        while rid not in self.replies:
+            line = stdout.readline()
+            assert line, self._stderr.read_text()[-3000:]
+            message = json.loads(line)
+            if "id" in message:
+                self.replies[message["id"]] = message
+        return self.replies[rid]
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        assert self._process.wait(60) == 0, self._stderr.read_text()[-3000:]
+
+
+def test_session_new_answered_before_any_turn_module_is_imported(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path)
+    snapshot = tmp_path / "modules.json"
+    with start_fake_llm() as llm:
+        agent = ProbedAgent(tmp_path, llm, PROBE, snapshot)
         try:
-            for rid, method, params in ((1, "initialize", init), (2, "session/new", new)):  # each once answered
-                agent.stdin.write(
-                    json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
-                )
-                agent.stdin.write(b"\n")
-                agent.stdin.flush()
-                while rid not in replies:
-                    line = agent.stdout.readline()
-                    assert line, (tmp_path / "stderr.log").read_text()[-3000:]
-                    message = json.loads(line)
-                    replies[message.get("id")] = message
+            agent.ask(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False}}})
+            agent.ask(2, "session/new", {"cwd": str(workspace), "mcpServers": []})
         finally:
-            agent.stdin.close()
-            assert agent.wait(60) == 0, (tmp_path / "stderr.log").read_text()[-3000:]
+            agent.close()
+    replies = agent.replies
     created = replies[2]["result"]
     assert created["sessionId"].startswith("sess_")
     assert {o["id"] for o in created["configOptions"]} == {"model", "mode"}  # the whole answer, pickers included
@@ -161,46 +175,14 @@ def test_first_turn_answers_without_pydantic_and_the_next_reads_it_back(tmp_path
     workspace = make_workspace(tmp_path)
     snapshot = tmp_path / "modules.json"
     with start_fake_llm() as llm:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TERM2_")}
-        env.update(openai_env(llm))
-        env.update(
-            TERM2_HOME=str(tmp_path / "term2-home"),
-            XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
-            XDG_STATE_HOME=str(tmp_path / "state"),
-        )
-        with (tmp_path / "stderr.log").open("wb") as stderr:
-            agent = subprocess.Popen(
-                [sys.executable, "-c", TURN_PROBE, str(snapshot)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=env,
-                cwd=tmp_path,
-            )
-        assert agent.stdin is not None and agent.stdout is not None
-        replies: dict[object, dict[str, Any]] = {}
-
-        def ask(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-            assert agent.stdin is not None and agent.stdout is not None
-            agent.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode())
-            agent.stdin.write(b"\n")
-            agent.stdin.flush()
-            while rid not in replies:
-                line = agent.stdout.readline()
-                assert line, (tmp_path / "stderr.log").read_text()[-3000:]
-                message = json.loads(line)
-                if "id" in message:
-                    replies[message["id"]] = message
-            return replies[rid]
-
+        agent = ProbedAgent(tmp_path, llm, TURN_PROBE, snapshot)
         try:
-            ask(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-            session = ask(2, "session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
-            first = ask(3, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "one"}]})
-            second = ask(4, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]})
+            agent.ask(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            session = agent.ask(2, "session/new", {"cwd": str(workspace), "mcpServers": []})["result"]["sessionId"]
+            first = agent.ask(3, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "one"}]})
+            second = agent.ask(4, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "two"}]})
         finally:
-            agent.stdin.close()
-            assert agent.wait(60) == 0, (tmp_path / "stderr.log").read_text()[-3000:]
+            agent.close()
         requests = model_requests(llm, "openai")
     assert first["result"]["stopReason"] == "end_turn" and second["result"]["stopReason"] == "end_turn"
     loaded = set(json.loads(snapshot.read_text()))
