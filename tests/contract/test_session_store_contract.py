@@ -289,6 +289,7 @@ async def test_reading_on_from_a_position_gives_the_whole_history(store: Session
     await store.create(session("s1"))
     written: list[HistoryEntry] = []
     kept: list[HistoryEntry] = []
+    mine: dict[int, HistoryEntry] = {}
     position = 0
     for turn in range(12):
         count = rng.randrange(1, 40)
@@ -300,14 +301,33 @@ async def test_reading_on_from_a_position_gives_the_whole_history(store: Session
                 else AgentMessage(f"m{turn}.{i}", "x")
             )
             written.append(entry)
-            await store.append("s1", entry)
-        new, reached = await store.appended("s1", position)
+            at = await store.append("s1", entry)
+            if rng.random() < 0.5:
+                mine[at] = entry  # half of it "written by this process": given back, not read again
+        new, reached = await store.appended("s1", position, mine)
         assert reached >= position
         assert position == 0 or len(new) == count  # only what came after the position, raw
         position = reached
         kept = compact([*kept, *new])
         assert kept == compact(written) == await collect(store.history("s1"))
     assert await store.appended("s1", position) == ([], position)  # nothing new: nothing read
+
+
+async def test_append_answers_growing_positions_and_known_snapshots_come_back_as_they_are(
+    store: SessionStore,
+) -> None:
+    """What a caller appended itself (ADR 0053), named by the position `append` answered, is given back as
+    that very object, in its place, whether reading on from a position or from the start."""
+    await store.create(session("s1"))
+    first, second, third = AgentMessage("a", "one"), AgentMessage("b", "two"), AgentMessage("a", "one, edited")
+    positions = [await store.append("s1", entry) for entry in (first, second, third)]
+    assert positions == sorted(positions) and len(set(positions)) == 3
+    mine = {positions[1]: second, positions[2]: third}
+    new, reached = await store.appended("s1", positions[0], mine)
+    assert reached == positions[2] and new == [second, third]
+    assert new[0] is second and new[1] is third
+    whole, _ = await store.appended("s1", 0, mine)  # compacted: "a" is its last snapshot, in its first place
+    assert whole == [third, second] and whole[0] is third and whole[1] is second
 
 
 async def test_history_of_unknown_session_is_empty(store: SessionStore) -> None:

@@ -168,7 +168,7 @@ class PromptService:
             await sink.send(session_id, event)
 
         async def record(entry: HistoryEntry) -> None:
-            await self._store.append(session_id, entry)
+            opened.history.wrote(await self._store.append(session_id, entry), entry)
 
         outcome = TurnOutcome(StopReason.CANCELLED)
         meter = Meter()

@@ -89,10 +89,17 @@ class KnownHistory:
     def __init__(self) -> None:
         self._entries: list[HistoryEntry] = []
         self._position = 0
+        self._written: dict[int, HistoryEntry] = {}  # what this process appended since, by position
+
+    def wrote(self, position: int, entry: HistoryEntry) -> None:
+        """A snapshot this process appended at ``position``: the next read takes it as it is, undecoded
+        (decoding needs pydantic's schema, which a process that has only written need not build, ADR 0053)."""
+        self._written[position] = entry
 
     async def read(self, store: SessionStore, session_id: str) -> list[HistoryEntry]:
         """The compacted history now (a copy the caller may keep)."""
-        new, self._position = await store.appended(session_id, self._position)
+        new, self._position = await store.appended(session_id, self._position, dict(self._written))
+        self._written = {at: entry for at, entry in self._written.items() if at > self._position}
         if new:
             from term2.domain.history import compact
 

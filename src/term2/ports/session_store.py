@@ -7,7 +7,7 @@ most what was still in flight.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from term2.domain.session import Session, SessionPage
@@ -29,21 +29,26 @@ class SessionStore(Protocol):
         """Persist title, state and updated_at of an existing session."""
         ...
 
-    async def append(self, session_id: str, entry: HistoryEntry) -> None:
-        """Record one history snapshot; later snapshots of the same identity supersede it."""
+    async def append(self, session_id: str, entry: HistoryEntry) -> int:
+        """Record one history snapshot, and answer its position; later snapshots of the same identity
+        supersede it."""
         ...
 
     def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         """Yield the compacted history in order, streamed rather than loaded whole."""
         ...
 
-    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
+    async def appended(
+        self, session_id: str, after: int, known: Mapping[int, HistoryEntry] | None = None
+    ) -> tuple[list[HistoryEntry], int]:
         """What was appended after position ``after``, and the position reached.
 
         ``after`` 0 gives the compacted history so far; a later position gives
         every snapshot appended since, in order, raw (so the caller compacts
         what it kept with what it got). Positions only grow, whichever process
         appended, so a caller that keeps what it read never reads it again.
+        ``known`` holds snapshots the caller appended itself, by the position
+        `append` answered: those are given back as they are, not read again.
         """
         ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from term2.adapters.store.codec import normalise_session, to_micros
 from term2.adapters.store.cursor import CursorSigner, Keyset
@@ -60,11 +60,12 @@ class InMemorySessionStore:
         self._history.pop(session_id, None)
         return self._sessions.pop(session_id, None) is not None
 
-    async def append(self, session_id: str, entry: HistoryEntry) -> None:
+    async def append(self, session_id: str, entry: HistoryEntry) -> int:
         entries = self._history.get(session_id)
         if entries is None:
             raise NotFound(f"session {session_id!r} does not exist")
         entries.append(entry)
+        return len(entries)
 
     async def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         # Compact a snapshot taken now, so appends made while the caller is
@@ -72,8 +73,10 @@ class InMemorySessionStore:
         for entry in compact(list(self._history.get(session_id, ()))):
             yield entry
 
-    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
-        entries = list(self._history.get(session_id, ()))
+    async def appended(
+        self, session_id: str, after: int, known: Mapping[int, HistoryEntry] | None = None
+    ) -> tuple[list[HistoryEntry], int]:
+        entries = list(self._history.get(session_id, ()))  # kept as objects: nothing to decode, `known` or not
         if after <= 0:
             return compact(entries), len(entries)
         return entries[after:], max(after, len(entries))

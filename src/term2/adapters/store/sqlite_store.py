@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -260,12 +260,12 @@ class SqliteSessionStore:
 
         return await self._call("delete session", work, write=True)
 
-    async def append(self, session_id: str, entry: HistoryEntry) -> None:
+    async def append(self, session_id: str, entry: HistoryEntry) -> int:
         from term2.domain.history import entry_key
 
         values = (session_id, entry_key(entry), encode_entry(entry), session_id)
 
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+        def work(conn: sqlite3.Connection, _: CursorSigner) -> int:
             # One autocommit statement: the existence check and the insert
             # are a single committed transaction.
             cursor = conn.execute(
@@ -275,26 +275,31 @@ class SqliteSessionStore:
             )
             if cursor.rowcount == 0:
                 raise NotFound(f"session {session_id!r} does not exist")
+            return int(cursor.lastrowid or 0)
 
-        await self._call("append history", work, write=True)
+        return await self._call("append history", work, write=True)
 
     async def history(self, session_id: str) -> AsyncIterator[HistoryEntry]:
         last_seqs, _ = await self._plan(session_id)
         for start in range(0, len(last_seqs), HISTORY_BATCH):
-            for entry in await self._batch(last_seqs[start : start + HISTORY_BATCH]):
+            for entry in await self._batch(last_seqs[start : start + HISTORY_BATCH], {}):
                 yield entry
 
-    async def appended(self, session_id: str, after: int) -> tuple[list[HistoryEntry], int]:
+    async def appended(
+        self, session_id: str, after: int, known: Mapping[int, HistoryEntry] | None = None
+    ) -> tuple[list[HistoryEntry], int]:
+        mine = known or {}
         if after <= 0:
             last_seqs, reached = await self._plan(session_id)
             entries: list[HistoryEntry] = []
             for start in range(0, len(last_seqs), HISTORY_BATCH):
-                entries += await self._batch(last_seqs[start : start + HISTORY_BATCH])
+                entries += await self._batch(last_seqs[start : start + HISTORY_BATCH], mine)
             return entries, reached
 
         def tail(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[HistoryEntry], int]:
             rows = conn.execute(_TAIL_SQL, (session_id, after)).fetchall()
-            return [decode_entry(body) for _, body in rows], (int(rows[-1][0]) if rows else after)
+            reached = int(rows[-1][0]) if rows else after
+            return [_entry(seq, body, mine) for seq, body in rows], reached
 
         return await self._call("read history", tail)
 
@@ -311,8 +316,8 @@ class SqliteSessionStore:
 
         return await self._call("read history", plan)
 
-    async def _batch(self, seqs: list[int]) -> list[HistoryEntry]:
-        return await self._call("read history", partial(_load_bodies, seqs))
+    async def _batch(self, seqs: list[int], known: Mapping[int, HistoryEntry]) -> list[HistoryEntry]:
+        return await self._call("read history", partial(_load_bodies, seqs, known))
 
     async def list(self, cwd: str | None, cursor: str | None, limit: int) -> SessionPage:
         if limit < 1:
@@ -344,7 +349,16 @@ class SqliteSessionStore:
         await anyio.to_thread.run_sync(close)
 
 
-def _load_bodies(seqs: list[int], conn: sqlite3.Connection, _: CursorSigner) -> list[HistoryEntry]:
+def _load_bodies(
+    seqs: list[int], known: Mapping[int, HistoryEntry], conn: sqlite3.Connection, _: CursorSigner
+) -> list[HistoryEntry]:
     placeholders = ",".join("?" * len(seqs))
     bodies = dict(conn.execute(f"SELECT seq, body FROM history WHERE seq IN ({placeholders})", seqs))
-    return [decode_entry(bodies[seq]) for seq in seqs if seq in bodies]
+    return [_entry(seq, bodies[seq], known) for seq in seqs if seq in bodies]
+
+
+def _entry(seq: int, body: str, known: Mapping[int, HistoryEntry]) -> HistoryEntry:
+    """What the caller appended itself is given back as it was, not decoded again (the decoder is pydantic's
+    schema, which a process that only wrote need not build: ADR 0053)."""
+    entry = known.get(seq)
+    return entry if entry is not None else decode_entry(body)
