@@ -289,6 +289,9 @@ def exit_now(code: int) -> None:
     """Leave without interpreter teardown (about a second once litellm is loaded) and
     without waiting for a worker thread still importing; all output is flushed by now, and the log
     lines start-up kept are written if nothing loaded structlog yet."""
-    deferred_log.load()
+    try:
+        deferred_log.load()
+    except Exception:  # nothing about the log may keep the process from leaving
+        pass
     sys.stderr.flush()
     os._exit(code)
