@@ -102,26 +102,6 @@ async def test_a_program_whose_lock_cannot_be_taken_does_not_run(tmp_path: Path)
     assert inner.commands == []
 
 
-async def test_a_program_waits_for_an_editor_request_in_flight(tmp_path: Path) -> None:
-    locks = MemoryFolderLocks()
-    inner = CannedSandbox()
-    sandbox = LockedSandbox(inner, locks)
-    ran_during: list[bool] = []
-    in_flight = True
-
-    async def program() -> None:
-        await sandbox.run(CommandRequest("true", str(tmp_path), str(tmp_path)))
-        ran_during.append(in_flight)
-
-    async with anyio.create_task_group() as tg, locks.editor([identity(tmp_path)]) as held:
-        assert held
-        tg.start_soon(program)
-        await anyio.wait_all_tasks_blocked()
-        in_flight = False
-    assert ran_during == [False] and len(inner.commands) == 1
-    assert locks.programs_seen == [identity(tmp_path)]
-
-
 async def test_a_read_the_editor_never_answers_is_served_by_the_disk(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,8 +58,9 @@ async def test_an_editor_request_under_an_extra_root_is_held_off_while_a_program
     assert sorted(locks.programs_seen) == sorted(identity(r) for r in roots)
 
 
-async def test_a_program_waits_for_an_editor_request_in_flight_under_an_extra_root(
-    roots: tuple[Path, Path, Path],
+@pytest.mark.parametrize("held_root", [0, 2], ids=["the-root", "an-extra-root"])
+async def test_a_program_waits_for_an_editor_request_in_flight_under_any_of_its_roots(
+    roots: tuple[Path, Path, Path], held_root: int
 ) -> None:
     locks = MemoryFolderLocks()
     inner = CannedSandbox()
@@ -71,11 +72,11 @@ async def test_a_program_waits_for_an_editor_request_in_flight_under_an_extra_ro
         await sandbox.run(request(roots))
         ran_during.append(in_flight)
 
-    async with anyio.create_task_group() as tg, locks.editor([identity(roots[2])]) as held:
+    async with anyio.create_task_group() as tg, locks.editor([identity(roots[held_root])]) as held:
         assert held
         tg.start_soon(program)
         await anyio.wait_all_tasks_blocked()
-        assert inner.commands == []  # waiting for the request on the third root
+        assert inner.commands == []  # waiting for the request under that root
         in_flight = False
     assert ran_during == [False] and len(inner.commands) == 1
 
