@@ -102,3 +102,18 @@ def test_term2_logs_only_through_the_deferred_loggers() -> None:
             if any(name.split(".")[0] == "structlog" for name in names) and path not in allowed:
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_the_file_is_opened_by_the_first_line_written_there(tmp_path: Path) -> None:
+    """Deferred, the file and its handler's module wait for the first line (ADR 0053); a library's warning
+    before structlog loads is that line, and is written."""
+    mode = (
+        "unopened = 'logging.handlers' not in sys.modules and not log_file(env).exists()\n"
+        "import logging\nlogging.getLogger('a.library').warning('library says %s', 'hello')\n"
+        "assert unopened and log_file(env).exists()"
+    )
+    said, lines, stderr = _run(tmp_path, mode)
+    assert said["held"] is True and said["loaded"] is False
+    assert [line["event"] for line in lines] == ["library says hello", "term2 started", "protocol negotiated"]
+    assert lines[0]["logger"] == "a.library" and lines[0]["level"] == "warning"
+    assert "library says hello" in stderr

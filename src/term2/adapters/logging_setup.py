@@ -11,13 +11,12 @@ destination.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import logging.handlers
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from functools import partial
@@ -63,24 +62,6 @@ def _import_structlog() -> Any:
     return structlog
 
 
-class PrivateRotatingFile(logging.handlers.RotatingFileHandler):
-    """A size-rotated file only its owner can read: opened 0600, never through a symlink.
-
-    Logs name folders, commands and hosts; another local user has no business
-    reading them, whatever the umask says.
-    """
-
-    def _open(self) -> io.TextIOWrapper:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(self.baseFilename, flags, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-        except OSError:
-            os.close(fd)
-            raise
-        return os.fdopen(fd, "a", encoding="utf-8", errors="replace")
-
-
 def _private_dir(path: Path) -> None:
     """Make the folder 0700; refuse one that is not ours (a planted folder would read our logs)."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -93,6 +74,8 @@ def _private_dir(path: Path) -> None:
 
 def open_log_file(env: Mapping[str, str]) -> logging.Handler | None:
     """The rotating file's handler, or None when the state folder cannot be written (said once on stderr)."""
+    from term2.adapters.private_log_file import PrivateRotatingFile
+
     path = log_file(env)
     try:
         _private_dir(path.parent)
@@ -102,6 +85,30 @@ def open_log_file(env: Mapping[str, str]) -> logging.Handler | None:
         return None
     handler.setFormatter(logging.Formatter("%(message)s"))
     return handler
+
+
+class _LogFile:
+    """The file's handler, opened once, by whichever line first needs it.
+
+    `term2 acp` opens it when structlog loads or a library warns (ADR 0053): until then nothing is written
+    there (start-up's lines are kept by `deferred_log`), and its module and the opening are ~3 ms of the
+    first `session/new`. Every other command opens it at once.
+    """
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+        self._lock = threading.Lock()
+        self._opened = False
+        self._handler: logging.Handler | None = None
+
+    def handler(self) -> logging.Handler | None:
+        """The handler, or None when the file cannot be opened (said once on stderr)."""
+        if not self._opened:
+            with self._lock:
+                if not self._opened:
+                    self._handler = open_log_file(self._env)
+                    self._opened = True
+        return self._handler
 
 
 _NUMERIC = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -164,9 +171,7 @@ def redact_also(secrets: Iterable[str]) -> None:
 class _FanOut:
     """structlog's last processor: each event rendered once per destination whose level it reaches."""
 
-    def __init__(
-        self, stderr_level: int, console: Any, file: logging.Handler | None, file_level: int, redact: Redact
-    ) -> None:
+    def __init__(self, stderr_level: int, console: Any, file: _LogFile | None, file_level: int, redact: Redact) -> None:
         self._stderr_level = stderr_level
         self._console = console
         self._file = file
@@ -175,9 +180,10 @@ class _FanOut:
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         level = _number(str(event.get("level", "info")))
-        if self._file is not None and level >= self._file_level:
+        file = self._file.handler() if self._file is not None and level >= self._file_level else None
+        if file is not None:
             line = self._redact(json.dumps(event, default=str))
-            self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": level}))
+            file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": level}))
         if level >= self._stderr_level:
             sys.stderr.write(self._redact(self._console(logger, method, dict(event))) + "\n")
             sys.stderr.flush()
@@ -203,23 +209,26 @@ def configure_logging(
     file). ``stderr_level`` overrides stderr alone (`term2 exec --verbose`).
     ``env`` None means no file (a command that only prints). ``secrets`` are
     replaced wherever a line would carry them (`Redact`). ``deferred`` leaves structlog's import and
-    configuration to `term2.support.deferred_log.load()` (`term2 acp`, ADR 0053); stdlib logging is set
-    up at once either way.
+    configuration to `term2.support.deferred_log.load()` (`term2 acp`, ADR 0053), and the file's opening
+    to the first line written there (`_LogFile`): the path answered is then where it will be; stdlib
+    logging is set up at once either way.
     """
     global _redact
     redact = _redact = Redact(secrets)
     to_stderr = _number(stderr_level or level_name or DEFAULT_STDERR_LEVEL)
     to_file = _number(level_name or DEFAULT_FILE_LEVEL)
-    handler = open_log_file(env) if env is not None else None
+    file = _LogFile(env) if env is not None else None
+    if file is not None and not deferred and file.handler() is None:
+        file = None
     stderr_handler = logging.StreamHandler(sys.stderr)
     stderr_handler.setFormatter(_Redacting(redact))
     stderr_handler.setLevel(max(to_stderr, logging.WARNING))  # libraries stay quiet unless they warn
     root = logging.getLogger()
     root.handlers[:] = [stderr_handler]
-    if handler is not None:
-        root.addHandler(_LibraryHandler(handler, redact))  # one handler, one lock: whichever record reaches it rotates
+    if file is not None:
+        root.addHandler(_LibraryHandler(file, redact))  # one handler, one lock: whichever record reaches it rotates
     root.setLevel(logging.WARNING)
-    least = min(to_stderr, to_file if handler else to_stderr)
+    least = min(to_stderr, to_file if file else to_stderr)
 
     def configure_structlog() -> Any:
         structlog = _import_structlog()
@@ -234,7 +243,7 @@ def configure_logging(
                 partial(_stamp_unless_stamped, stamp),
                 _add_pid,
                 structlog.processors.format_exc_info,
-                _FanOut(to_stderr, console, handler, to_file, redact),
+                _FanOut(to_stderr, console, file, to_file, redact),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(least),
             logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
@@ -246,7 +255,7 @@ def configure_logging(
         deferred_log.defer(configure_structlog, least)
     else:
         configure_structlog()
-    return Path(handler.baseFilename) if isinstance(handler, logging.FileHandler) else None
+    return log_file(env) if file is not None and env is not None else None
 
 
 def _stamp_unless_stamped(
@@ -262,15 +271,17 @@ def _stamp_unless_stamped(
 class _LibraryHandler(logging.Handler):
     """Hands libraries' warnings to the file's handler, formatted as term2's own lines."""
 
-    def __init__(self, file: logging.Handler, redact: Redact) -> None:
+    def __init__(self, file: _LogFile, redact: Redact) -> None:
         super().__init__(logging.WARNING)
         self._file = file
         self._format = _Library()
         self._redact = redact
 
     def emit(self, record: logging.LogRecord) -> None:
-        line = self._redact(self._format.format(record))
-        self._file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": record.levelno}))
+        file = self._file.handler()
+        if file is not None:
+            line = self._redact(self._format.format(record))
+            file.handle(logging.makeLogRecord({"msg": line, "args": None, "levelno": record.levelno}))
 
 
 class _Redacting(logging.Formatter):
