@@ -75,6 +75,8 @@ TURN_ONLY = (
     "term2.ports.mcp",  # and a session that names no MCP server needs no MCP port
     "term2.app.instructions",  # the project's instruction files: made by the first turn that reads them
     "structlog",  # loaded once the first session is answered, start-up's lines kept until then (ADR 0053)
+    "term2.app.tools.names",  # the rules for names in a refusal or an answer: a session opened without one
+    "term2.app.mcp.names",  # and those for the names an MCP server chooses: with the first server
     "logging.handlers",  # the log file's handler: opened when structlog loads or a library warns
 )
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from term2.app.clock import new_session_id, utc_now
 from term2.app.mcp.servers import McpSessions, Notify
-from term2.app.tools.names import shown
 from term2.app.turn import Turn
 from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
@@ -50,6 +49,14 @@ def _absolute(cwd: object, what: str = "cwd") -> str:
     return cwd
 
 
+def _shown(path: str) -> str:
+    """A path as a refusal names it (`names.shown`); those rules load with the turn part, not with a session
+    that is opened without a refusal (ADR 0053)."""
+    from term2.app.tools.names import shown
+
+    return shown(path)
+
+
 def filter_cwd(cwd: object) -> str:
     """A list filter names a folder that may be gone (a deleted project still has its sessions)."""
     return os.path.realpath(_absolute(cwd))
@@ -64,14 +71,14 @@ def canonical_cwd(cwd: object, what: str = "cwd") -> str:
     """
     real = os.path.realpath(_absolute(cwd, what))
     if not os.path.exists(real):
-        raise InvalidInput(f"{what} does not exist: {shown(str(cwd))}")
+        raise InvalidInput(f"{what} does not exist: {_shown(str(cwd))}")
     if not os.path.isdir(real):
-        raise InvalidInput(f"{what} is not a directory: {shown(str(cwd))}")
+        raise InvalidInput(f"{what} is not a directory: {_shown(str(cwd))}")
     try:
         real.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(
-            f"{what} {shown(real)} cannot be a workspace: its path is not UTF-8, and sessions are kept by their "
+            f"{what} {_shown(real)} cannot be a workspace: its path is not UTF-8, and sessions are kept by their "
             "folder's path as text; rename the folder or open one whose path is UTF-8"
         ) from None
     return real
@@ -186,11 +193,11 @@ def additional_roots(directories: Sequence[object], root: str, private: Sequence
         try:
             other_owner = os.stat(candidate).st_uid != os.stat(root).st_uid
         except OSError as exc:  # gone since it was checked
-            raise InvalidInput(f"{what} {shown(candidate)} cannot be a root: {exc.strerror}") from None
+            raise InvalidInput(f"{what} {_shown(candidate)} cannot be a root: {exc.strerror}") from None
         if other_owner:
             raise InvalidInput(
-                f"{what} {shown(candidate)} cannot be a root: it belongs to another user than the workspace "
-                f"{shown(root)}, and commands run as that folder's owner"
+                f"{what} {_shown(candidate)} cannot be a root: it belongs to another user than the workspace "
+                f"{_shown(root)}, and commands run as that folder's owner"
             )
         roots.append(candidate)
     return tuple(roots[1:])

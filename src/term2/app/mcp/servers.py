@@ -12,7 +12,8 @@ or term2's shutdown leave each server's connection, which ends the process
 term2 is the adapter's launcher's parent-death signal.
 
 This module is on the session path (the session use case opens and closes
-servers); what calls need is imported by the first turn.
+servers); what calls need is imported by the first turn, and the rules for
+the names a server chooses (`names`) by the first server (ADR 0053).
 
 The supervising tasks live in this registry's own task group (`run`, started by
 the composition root for the life of the process), not in the request that
@@ -29,7 +30,6 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 
-from term2.app.mcp.names import escaped, tool_names
 from term2.support.deferred_log import get_logger
 
 if TYPE_CHECKING:  # the MCP port loads with a session's first server, not with the first session (ADR 0052)
@@ -115,10 +115,13 @@ class SessionServers:
     def states(self) -> tuple[tuple[str, str], ...]:
         """Each server's name and state as its supervisor last saw it, for `/status` (ADR 0043); the name
         escaped as in the notices (names.escaped), so it cannot forge a line of the answer or redraw it."""
+        from term2.app.mcp.names import escaped
+
         return tuple((escaped(link.spec.name), _state(link)) for link in self._links)
 
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of every connected server, in the client's server order, named for the model."""
+        from term2.app.mcp.names import tool_names
         from term2.app.mcp.tool import McpTool  # the tool machinery: loaded with the turn part, not with sessions
 
         if self._tools is None:
@@ -210,6 +213,8 @@ class SessionServers:
                 log.info("MCP server's tools changed", session_id=self.session_id, server=link.spec.name)
 
     async def _report(self, link: _Link, what: str) -> None:
+        from term2.app.mcp.names import escaped
+
         text = (  # the reason may quote the server (an error it sent): escaped like all it says (names.escaped)
             f"MCP server '{escaped(link.spec.name)}' {escaped(what)}. The session goes on without its tools; "
             "term2's log (its stderr) has the details."
