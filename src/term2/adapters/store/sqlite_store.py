@@ -47,13 +47,13 @@ from term2.adapters.store.codec import (
     from_micros,
     to_micros,
 )
-from term2.adapters.store.cursor import CursorSigner, Keyset
 from term2.adapters.store.sqlite_schema import is_writable, open_database
 from term2.domain.approval import approval_mode
 from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
 from term2.domain.session import Session, SessionPage, SessionState
 
 if TYPE_CHECKING:  # a history is read and written by turns: the first session opens before it loads (ADR 0052)
+    from term2.adapters.store.cursor import CursorSigner
     from term2.domain.history import HistoryEntry
 
 T = TypeVar("T")
@@ -130,7 +130,8 @@ class SqliteSessionStore:
         self._path = Path(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        self._signer: CursorSigner | None = None
+        self._secret: bytes | None = None  # the cursors' key, read with the database
+        self._signer: CursorSigner | None = None  # made by the first list: opening a session signs nothing
         self._writable = False
 
     @property
@@ -139,11 +140,11 @@ class SqliteSessionStore:
 
     # -- plumbing -------------------------------------------------------
 
-    def _open_locked(self, write: bool) -> tuple[sqlite3.Connection, CursorSigner]:
+    def _open_locked(self, write: bool) -> sqlite3.Connection:
         if write and self._conn is not None and not self._writable:
             # Opened while the file was read-only: reopen, it may be fixed.
             self._drop_locked()
-        if self._conn is None or self._signer is None:
+        if self._conn is None:
             try:
                 conn, secret = open_database(self._path)
                 try:
@@ -153,13 +154,22 @@ class SqliteSessionStore:
                     raise
             except (sqlite3.Error, OSError) as exc:
                 raise StoreUnavailable(f"cannot open the session store at {self._path}: {exc}") from exc
-            self._conn, self._signer = conn, CursorSigner(secret)
+            self._conn, self._secret, self._signer = conn, secret, None
         if write and not self._writable:
             raise StoreUnavailable(f"session store at {self._path} is read-only (file or disk not writable)")
-        return self._conn, self._signer
+        return self._conn
+
+    def _signer_locked(self) -> CursorSigner:
+        """The cursors' signer for the open database's secret (its module loads with the first list)."""
+        if self._signer is None:
+            from term2.adapters.store.cursor import CursorSigner
+
+            assert self._secret is not None, "the database is opened first"
+            self._signer = CursorSigner(self._secret)
+        return self._signer
 
     def _drop_locked(self) -> None:
-        conn, self._conn, self._signer = self._conn, None, None
+        conn, self._conn, self._secret, self._signer = self._conn, None, None, None
         if conn is not None:
             try:
                 conn.close()
@@ -169,13 +179,13 @@ class SqliteSessionStore:
     def _call_locked(
         self,
         action: str,
-        work: Callable[[sqlite3.Connection, CursorSigner], T],
+        work: Callable[[sqlite3.Connection], T],
         write: bool,
     ) -> T:
         with self._lock:
-            conn, signer = self._open_locked(write)
+            conn = self._open_locked(write)
             try:
-                return work(conn, signer)
+                return work(conn)
             except (sqlite3.Error, OSError) as exc:
                 self._drop_locked()
                 raise StoreUnavailable(f"session store at {self._path}: {action} failed: {exc}") from exc
@@ -185,7 +195,7 @@ class SqliteSessionStore:
     async def _call(
         self,
         action: str,
-        work: Callable[[sqlite3.Connection, CursorSigner], T],
+        work: Callable[[sqlite3.Connection], T],
         *,
         write: bool = False,
     ) -> T:
@@ -208,7 +218,7 @@ class SqliteSessionStore:
             _roots_column(session),
         )
 
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+        def work(conn: sqlite3.Connection) -> None:
             cursor = conn.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({', '.join('?' * 10)}) ON CONFLICT (id) DO NOTHING",
                 row,
@@ -219,7 +229,7 @@ class SqliteSessionStore:
         await self._call("create session", work, write=True)
 
     async def get(self, session_id: str) -> Session | None:
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> Session | None:
+        def work(conn: sqlite3.Connection) -> Session | None:
             row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
             return None if row is None else _session_from_row(row)
 
@@ -237,7 +247,7 @@ class SqliteSessionStore:
             session.session_id,
         )
 
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> None:
+        def work(conn: sqlite3.Connection) -> None:
             cursor = conn.execute(
                 "UPDATE sessions SET title = ?, state = ?, updated_at = ?, model = ?, effort = ?, mode = ?,"
                 " roots = ? WHERE id = ?",
@@ -249,7 +259,7 @@ class SqliteSessionStore:
         await self._call("save session", work, write=True)
 
     async def delete(self, session_id: str) -> bool:
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> bool:
+        def work(conn: sqlite3.Connection) -> bool:
             # secure_delete: the freed pages are overwritten, so the rows are not left readable in the file's
             # free list (the WAL keeps the old pages only until its next checkpoint, forced here).
             conn.execute("PRAGMA secure_delete = ON")
@@ -265,7 +275,7 @@ class SqliteSessionStore:
 
         values = (session_id, entry_key(entry), encode_entry(entry), session_id)
 
-        def work(conn: sqlite3.Connection, _: CursorSigner) -> int:
+        def work(conn: sqlite3.Connection) -> int:
             # One autocommit statement: the existence check and the insert
             # are a single committed transaction.
             cursor = conn.execute(
@@ -296,7 +306,7 @@ class SqliteSessionStore:
                 entries += await self._batch(last_seqs[start : start + HISTORY_BATCH], mine)
             return entries, reached
 
-        def tail(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[HistoryEntry], int]:
+        def tail(conn: sqlite3.Connection) -> tuple[list[HistoryEntry], int]:
             rows = conn.execute(_TAIL_SQL, (session_id, after)).fetchall()
             reached = int(rows[-1][0]) if rows else after
             return [_entry(seq, body, mine) for seq, body in rows], reached
@@ -309,7 +319,7 @@ class SqliteSessionStore:
         The position first, then the plan up to it, in one call: an append in between is read next time.
         """
 
-        def plan(conn: sqlite3.Connection, _: CursorSigner) -> tuple[list[int], int]:
+        def plan(conn: sqlite3.Connection) -> tuple[list[int], int]:
             (reached,) = conn.execute(_LAST_SEQ_SQL, (session_id,)).fetchone()
             rows = conn.execute(_COMPACTION_PLAN_SQL, (session_id, reached or 0))
             return [seq for (seq,) in rows], int(reached or 0)
@@ -323,7 +333,10 @@ class SqliteSessionStore:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
 
-        def work(conn: sqlite3.Connection, signer: CursorSigner) -> SessionPage:
+        def work(conn: sqlite3.Connection) -> SessionPage:
+            from term2.adapters.store.cursor import Keyset
+
+            signer = self._signer_locked()
             params: dict[str, object] = {"limit": limit + 1, "cwd": cwd}
             if cursor is not None:
                 after = signer.open(cwd, cursor)
@@ -349,9 +362,7 @@ class SqliteSessionStore:
         await anyio.to_thread.run_sync(close)
 
 
-def _load_bodies(
-    seqs: list[int], known: Mapping[int, HistoryEntry], conn: sqlite3.Connection, _: CursorSigner
-) -> list[HistoryEntry]:
+def _load_bodies(seqs: list[int], known: Mapping[int, HistoryEntry], conn: sqlite3.Connection) -> list[HistoryEntry]:
     placeholders = ",".join("?" * len(seqs))
     bodies = dict(conn.execute(f"SELECT seq, body FROM history WHERE seq IN ({placeholders})", seqs))
     return [_entry(seq, bodies[seq], known) for seq in seqs if seq in bodies]
