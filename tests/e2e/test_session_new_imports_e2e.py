@@ -77,6 +77,8 @@ TURN_ONLY = (
     "structlog",  # loaded once the first session is answered, start-up's lines kept until then (ADR 0053)
     "term2.app.tools.names",  # the rules for names in a refusal or an answer: a session opened without one
     "term2.app.mcp.names",  # and those for the names an MCP server chooses: with the first server
+    "term2.adapters.acp.turns",  # what a connection's prompts need: built with the turn part
+    "term2.domain.context_estimate",  # a session's context memory: made by its first turn
     "term2.adapters.store.cursor",  # the list's signed cursors: made by the first list
     "logging.handlers",  # the log file's handler: opened when structlog loads or a library warns
 )

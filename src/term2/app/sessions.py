@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from term2.app.clock import new_session_id, utc_now
 from term2.app.mcp.servers import McpSessions, Notify
 from term2.app.turn import Turn
-from term2.domain.context_estimate import ContextMemory
 from term2.domain.errors import InvalidInput, NotFound
 from term2.domain.footholds import unsafe_root_reason
 from term2.domain.model_choice import ModelChoice
@@ -27,6 +26,7 @@ from term2.ports.session_store import InvalidCursor, SessionStore
 
 if TYPE_CHECKING:  # the history is read by turns and replays, which load it (ADR 0052)
     from term2.app.instructions import ProjectInstructions
+    from term2.domain.context_estimate import ContextMemory
     from term2.domain.history import HistoryEntry
     from term2.ports.mcp import McpServer
 
@@ -122,8 +122,18 @@ class OpenSession:
     access: SessionAccess
     turn: Turn = field(default_factory=Turn)
     history: KnownHistory = field(default_factory=KnownHistory)
-    context: ContextMemory = field(default_factory=ContextMemory)  # what the provider's counts taught, across turns
     _instructions: ProjectInstructions | None = field(default=None, init=False, repr=False)
+    _context: ContextMemory | None = field(default=None, init=False, repr=False)
+
+    @property
+    def context(self) -> ContextMemory:
+        """What the provider's counts taught, across turns; made by the first turn (opening a session does not
+        import its module, ADR 0053)."""
+        if self._context is None:
+            from term2.domain.context_estimate import ContextMemory
+
+            self._context = ContextMemory()
+        return self._context
 
     @property
     def instructions(self) -> ProjectInstructions:

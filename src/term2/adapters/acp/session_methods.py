@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -31,26 +30,13 @@ from term2.domain.errors import NotAuthenticated
 from term2.domain.session import Session
 
 if TYPE_CHECKING:
-    from term2.adapters.acp.approval_bridge import AcpApprover
-    from term2.adapters.acp.updates import AcpUpdateSink
+    from term2.adapters.acp.turns import Turns
     from term2.adapters.acp.wire_types import v1, v2
-    from term2.app.prompting import PromptService
-    from term2.ports.client_files import ClientFiles
     from term2.ports.mcp import McpServer
 
 
 _R = TypeVar("_R", bound=Mapping[str, object])
 Notify = Callable[[str, Mapping[str, object]], Awaitable[None]]  # a notification to the client
-
-
-@dataclass(frozen=True)
-class Turns:
-    """What prompts and replays need beyond sessions: built once per connection, after sessions."""
-
-    prompts: PromptService
-    sink: AcpUpdateSink
-    approver: AcpApprover
-    files: ClientFiles | None = None  # the editor's reads and writes, where a v1 client offered them
 
 
 def _session_info(session: Session) -> v1.SessionInfo:

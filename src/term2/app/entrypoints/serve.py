@@ -40,7 +40,8 @@ from term2.app.entrypoints.lean_imports import import_lean
 from term2.support import deferred_log
 
 if TYPE_CHECKING:
-    from term2.adapters.acp.session_methods import SessionMethods, Turns
+    from term2.adapters.acp.session_methods import SessionMethods
+    from term2.adapters.acp.turns import Turns
     from term2.app.entrypoints.container import Application
     from term2.app.prompting import PromptService
 
@@ -148,7 +149,7 @@ class _Startup:
             raise self._failed()
         from term2.adapters.acp.approval_bridge import AcpApprover
         from term2.adapters.acp.client_files import AcpClientFiles
-        from term2.adapters.acp.session_methods import Turns
+        from term2.adapters.acp.turns import Turns
         from term2.adapters.acp.updates import AcpUpdateSink
         from term2.adapters.acp.wire_v1 import V1Renderer
         from term2.adapters.acp.wire_v2 import V2Renderer
