@@ -79,6 +79,7 @@ TURN_ONLY = (
     "term2.app.mcp.names",  # and those for the names an MCP server chooses: with the first server
     "term2.adapters.acp.turns",  # what a connection's prompts need: built with the turn part
     "term2.domain.context_estimate",  # a session's context memory: made by its first turn
+    "term2.adapters.sandbox.invocation",  # the sandbox's argv: start-up's check for bwrap needs only its path
     "term2.adapters.store.cursor",  # the list's signed cursors: made by the first list
     "logging.handlers",  # the log file's handler: opened when structlog loads or a library warns
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from term2.adapters.sandbox.invocation import BWRAP  # the sandbox's fixed path: never one from PATH
+BWRAP = "/usr/bin/bwrap"  # the sandbox's fixed path: never one from PATH
 
 
 def bubblewrap_missing(bwrap: str = BWRAP) -> str | None:

@@ -10,7 +10,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BWRAP = "/usr/bin/bwrap"
+from term2.adapters.sandbox.installed import BWRAP as BWRAP  # named where start-up checks it is installed
+
 PRLIMIT = "/usr/bin/prlimit"
 SETPRIV = "/usr/bin/setpriv"
 SHELL = "/bin/bash"
