@@ -90,7 +90,7 @@ def open_log_file(env: Mapping[str, str]) -> logging.Handler | None:
 class _LogFile:
     """The file's handler, opened once, by whichever line first needs it.
 
-    `term2 acp` opens it when structlog loads or a library warns (ADR 0053): until then nothing is written
+    `term2 acp` opens it when structlog loads or a library warns (ADR 0054): until then nothing is written
     there (start-up's lines are kept by `deferred_log`), and its module and the opening are ~3 ms of the
     first `session/new`. Every other command opens it at once.
     """

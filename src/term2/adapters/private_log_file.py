@@ -1,5 +1,5 @@
 """The log file's handler, in a module of its own: `logging.handlers` imports pickle, socket and queue
-(~3 ms), which `term2 acp` pays only when the file is first written (ADR 0053)."""
+(~3 ms), which `term2 acp` pays only when the file is first written (ADR 0054)."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ from term2.domain.approval import approval_mode
 from term2.domain.errors import InvalidInput, NotFound, StoreUnavailable
 from term2.domain.session import Session, SessionPage, SessionState
 
-if TYPE_CHECKING:  # a history is read and written by turns: the first session opens before it loads (ADR 0052)
+if TYPE_CHECKING:  # histories (turns) and list cursors (the first list) load where used, after a first session
     from term2.adapters.store.cursor import CursorSigner
     from term2.domain.history import HistoryEntry
 
