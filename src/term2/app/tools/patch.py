@@ -10,7 +10,8 @@ whole or not at all: every change is worked out before anything is written,
 a hunk that cannot be placed (missing, or found in two places) stops the
 patch, and a write that fails undoes the ones made before it. Hunks are
 placed with edit_file's tolerance chain (domain/tolerant_match.py), each
-below the one before it, as the format orders them.
+below the one before it, as the format orders them. Working the changes out
+is `patch_plan.py`; writing them, and undoing them, `patch_commit.py`.
 """
 
 from __future__ import annotations
@@ -26,41 +27,24 @@ from term2.app.tools import names
 from term2.app.tools.anchored import open_regular, read_upto
 from term2.app.tools.args import ArgumentError, Arguments, required_str
 from term2.app.tools.base import Invocation, Outcome, Runner
-from term2.app.tools.changes import client_content, may_read, not_applied, show_change
+from term2.app.tools.changes import may_read
 from term2.app.tools.edit import Reviewed
-from term2.app.tools.edit_refusals import ambiguity, not_found
-from term2.app.tools.edit_texts import EDIT_LIMIT, NotText, Old, disk_old, encoded, old_text
+from term2.app.tools.edit_texts import EDIT_LIMIT, Old, disk_old, old_text
 from term2.app.tools.editor_turn import one_source
 from term2.app.tools.failure import ToolFailed
 from term2.app.tools.files import human_size
 from term2.app.tools.patch_commit import PlannedChange, commit
+from term2.app.tools.patch_plan import WHOLE, PatchTarget, plan
 from term2.app.tools.paths import resolve_shown
 from term2.app.tools.plants import git_plant_folder
-from term2.domain.bounded_match import Budget
-from term2.domain.history import TextOutput, ToolKind, ToolOutput
-from term2.domain.line_endings import styled_like
+from term2.domain.history import ToolKind, ToolOutput
 from term2.domain.patch_grammar import AddFile, DeleteFile, FileOp, PatchError, UpdateFile, parse_patch
 from term2.domain.roots import anchor, holding_root
-from term2.domain.text_edits import Applied, Refused, apply_chunks
-from term2.domain.tolerant_match import TOLERANCE_STEPS, Ambiguous
 from term2.domain.workspace import MAX_DEPTH, Access, too_deep
 from term2.ports.llm import ToolSpec
 from term2.ports.tools import ToolContext
 
 MAX_PATCH_FILES = 100  # files one patch may touch
-WHOLE = "nothing was changed (a patch applies whole or not at all)"
-PATCH_RULE = (
-    "A patch applies whole or not at all: every hunk's context and '-' lines must match one place, each "
-    "below the one before it, the file must exist as UTF-8 text, and the patched file may be at most "
-    f"{human_size(EDIT_LIMIT)}."
-)
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    op: FileOp
-    path: str  # canonical
-    dest: str | None = None  # canonical `*** Move to:`
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,17 +117,17 @@ class ApplyPatch:
         )
 
 
-def _target(op: FileOp, root: str, extra_roots: tuple[str, ...]) -> _Target:
+def _target(op: FileOp, root: str, extra_roots: tuple[str, ...]) -> PatchTarget:
     path = resolve_shown(root, op.path)
     path = _checked(path, anchor(path, root, extra_roots))
     dest = None
     if isinstance(op, UpdateFile) and op.move_to is not None:
         dest = resolve_shown(root, op.move_to)
         dest = _checked(dest, anchor(dest, root, extra_roots))
-    return _Target(op, path, dest)
+    return PatchTarget(op, path, dest)
 
 
-def _one_root(targets: tuple[_Target, ...], root: str, extra_roots: tuple[str, ...]) -> str:
+def _one_root(targets: tuple[PatchTarget, ...], root: str, extra_roots: tuple[str, ...]) -> str:
     """The root every file of the patch is judged and written from: a patch changes one root at a time.
 
     Its files are worked out, written and undone as one, from one root's descriptor; across two roots each
@@ -170,7 +154,7 @@ def _checked(path: str, root: str) -> str:
     return path
 
 
-def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]:
+def _parts(target: PatchTarget, root: str, runner: Runner) -> tuple[Invocation, ...]:
     """One judged file per path, each as an edit (an edit grant covers placing hunks in it, ADR 0042).
 
     A moved file is judged as a read of its source too: its text lands under the new name, which read_file may
@@ -198,12 +182,12 @@ def _parts(target: _Target, root: str, runner: Runner) -> tuple[Invocation, ...]
     return (part(target.path, "Edit"), part(target.path, "Read", Access.READ), part(target.dest, "Write"))
 
 
-def _preview(targets: tuple[_Target, ...], root: str, reviewed: Reviewed) -> tuple[ToolOutput, ...]:
+def _preview(targets: tuple[PatchTarget, ...], root: str, reviewed: Reviewed) -> tuple[ToolOutput, ...]:
     """Every file's diff, worked out from the disk as the run will (nothing when the patch would fail)."""
     try:
         olds = {path: disk_old(path, root) for t in targets for path in (t.path, t.dest) if path is not None}
         modes = {t.path: _mode(t.path, root) for t in targets if t.dest is not None and isinstance(olds[t.path], str)}
-        changes = _plan(targets, olds, modes, readable=dict.fromkeys(olds, False))
+        changes = plan(targets, olds, modes, readable=dict.fromkeys(olds, False))
     except (ToolFailed, OSError, ValueError):
         reviewed.shown(None)
         return ()
@@ -215,13 +199,15 @@ def _key(changes: list[PlannedChange]) -> tuple[tuple[str, str | None], ...]:
     return tuple((change.path, change.new) for change in changes)
 
 
-async def _run(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx: ToolContext, call_id: str) -> Outcome:
+async def _run(
+    targets: tuple[PatchTarget, ...], root: str, reviewed: Reviewed, ctx: ToolContext, call_id: str
+) -> Outcome:
     paths = [path for target in targets for path in (target.path, target.dest) if path is not None]
     async with one_source(ctx, *dict.fromkeys(paths)) as ctx:  # read and written on one side (ADR 0038)
         return await _patch(targets, root, reviewed, ctx)
 
 
-async def _patch(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ctx: ToolContext) -> Outcome:
+async def _patch(targets: tuple[PatchTarget, ...], root: str, reviewed: Reviewed, ctx: ToolContext) -> Outcome:
     olds: dict[str, Old] = {}
     for target in targets:
         for path in (target.path, target.dest):
@@ -239,7 +225,7 @@ async def _patch(targets: tuple[_Target, ...], root: str, reviewed: Reviewed, ct
             modes[target.path] = await anyio.to_thread.run_sync(partial(_mode, target.path, root))
     # Working the patch out changes nothing: a cancel abandons it.
     changes = await anyio.to_thread.run_sync(
-        partial(_plan, targets, olds, modes, readable=readable), abandon_on_cancel=True
+        partial(plan, targets, olds, modes, readable=readable), abandon_on_cancel=True
     )
     reviewed.check(", ".join(dict.fromkeys(change.path for change in changes)), _key(changes))
     priors = await anyio.to_thread.run_sync(partial(_priors, changes, root), abandon_on_cancel=True)
@@ -256,132 +242,6 @@ def _mode(path: str, root: str) -> int:
         return os.fstat(fd).st_mode & 0o7777
     finally:
         os.close(fd)
-
-
-def _plan(
-    targets: tuple[_Target, ...], olds: dict[str, Old], modes: dict[str, int], *, readable: dict[str, bool]
-) -> list[PlannedChange]:
-    budget = Budget(TOLERANCE_STEPS)
-    changes: list[PlannedChange] = []
-    for target in targets:
-        op, path = target.op, target.path
-        old = olds[path]
-        if isinstance(op, AddFile):
-            changes.append(_added(path, op.content, old, readable[path]))
-        elif isinstance(op, DeleteFile):
-            changes.append(_deleted(path, old, readable[path]))
-        else:
-            changes += _updated(target, op, old, olds, modes, budget, readable)
-    return changes
-
-
-def _added(path: str, content: str, old: Old, readable: bool) -> PlannedChange:
-    new = styled_like(old if isinstance(old, str) else None, content)
-    encoded(path, new)
-    if isinstance(old, NotText):
-        text = (
-            f"Overwrote {names.shown(path)}; its old content is not shown ({old})\n"
-            if readable
-            else _unshown(path, "Wrote")
-        )
-        return PlannedChange(path, new, text, TextOutput(text), 1)
-    if not readable:  # the same words whether a file was there: its existence is something of its folder
-        return PlannedChange(path, new, _unshown(path, "Wrote"), client_content(path, old, new), 1)
-    shown = show_change(path, old, new, "Created" if old is None else "Overwrote", old_readable=True)
-    return PlannedChange(path, new, shown.text, shown.content, 1)
-
-
-def _deleted(path: str, old: Old, readable: bool) -> PlannedChange:
-    if old is None:  # whether a file exists is something of what a folder holds
-        raise ToolFailed(
-            f"there is no file {names.shown(path)} to delete; {WHOLE}"
-            if readable
-            else not_applied(path, "The patch", PATCH_RULE)
-        )
-    if isinstance(old, NotText):
-        text = f"Deleted {names.shown(path)} ({old})\n" if readable else _unshown(path, "Deleted")
-        return PlannedChange(path, None, text, TextOutput(text))
-    if not readable:
-        return PlannedChange(path, None, _unshown(path, "Deleted"), client_content(path, old, ""))
-    shown = show_change(path, old, "", "Deleted", old_readable=True)
-    return PlannedChange(path, None, shown.text, shown.content)
-
-
-def _updated(
-    target: _Target,
-    op: UpdateFile,
-    old: Old,
-    olds: dict[str, Old],
-    modes: dict[str, int],
-    budget: Budget,
-    readable: dict[str, bool],
-) -> list[PlannedChange]:
-    """One updated (and perhaps moved) file; where the model may not read it, any failure says only that the
-    patch did not apply to it, and a success only that it did (ADR 0042)."""
-    path, dest = target.path, target.dest
-    hints = readable[path]
-    unread = None if hints else not_applied(path, "The patch", PATCH_RULE)
-    if isinstance(old, NotText):
-        raise ToolFailed(unread or f"{old}; {WHOLE}")
-    if old is None:
-        raise ToolFailed(unread or f"file not found: {names.shown(path)} (use *** Add File: to create it); {WHOLE}")
-    if dest is not None and olds[dest] is not None:
-        raise ToolFailed(
-            unread
-            or f"*** Move to: {names.shown(dest)} already exists; term2 does not replace a file by moving; {WHOLE}"
-        )
-    result = apply_chunks(old, op.chunks, budget, EDIT_LIMIT) if op.chunks else Applied(old, 1, 0, ())
-    if isinstance(result, Refused):
-        raise ToolFailed(unread or _refusal(path, op, result))
-    if not isinstance(result, Applied):
-        grown = f"{human_size(result.size)} long"
-        raise ToolFailed(
-            unread
-            or f"the patch would make {names.shown(path)} {grown}; the limit is {human_size(EDIT_LIMIT)}; {WHOLE}"
-        )
-    if unread and len(result.text.encode("utf-8")) > EDIT_LIMIT:  # encoded() below would say the size
-        raise ToolFailed(unread)
-    new = result.text
-    encoded(path, new)
-    name = names.shown(path)
-    forgiven = "".join(
-        f"{name}: hunk {index + 1} did not match exactly; it matched one place after {how}. Check the diff.\n"
-        for index, how in result.tolerances
-    ) if hints else ""  # fmt: skip
-    if dest is None:
-        shown = show_change(path, old, new, "Edited", old_readable=hints)
-        return [PlannedChange(path, new, forgiven + shown.text, shown.content, result.first_line)]
-    moved = show_change(dest, old, new, f"Moved {names.shown(path)} to", old_readable=hints)
-    mode = modes.get(path, 0o644)
-    gone = PlannedChange(path, None, "", client_content(path, old, ""), mode=mode)
-    return [gone, PlannedChange(dest, new, forgiven + moved.text, moved.content, result.first_line, mode)]
-
-
-def _unshown(path: str, verb: str) -> str:
-    name = names.shown(path)
-    return f"{verb} {name}; term2 shows nothing of what it held before: reading {name} needs the user's approval\n"
-
-
-def _refusal(path: str, op: UpdateFile, refused: Refused) -> str:
-    """Why a hunk of a file the model may read could not be placed, with the places or the closest lines."""
-    number = refused.index + 1
-    chunk = op.chunks[refused.index]
-    why = refused.why
-    if refused.header is not None:
-        subject = f"the @@ line {refused.header!r} of hunk {number}"
-    else:
-        subject = f"hunk {number}'s context and '-' lines"
-    if isinstance(why, Ambiguous):
-        message = ambiguity(path, refused.text, why, subject) + (
-            ", or put an @@ line naming the function or class above the change"
-        )
-    else:
-        wanted = refused.header if refused.header is not None else "\n".join(chunk.old)
-        message = not_found(path, refused.text, wanted, subject=subject, tool="apply_patch")
-        if why.why is not None:
-            message += f" ({why.why})"
-    order = " Hunks are looked for in order, each below the one before it." if refused.index else ""
-    return f"{message}{order}\n{WHOLE}"
 
 
 def _priors(changes: list[PlannedChange], root: str) -> list[bytes | None]:
