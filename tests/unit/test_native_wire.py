@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from term2.adapters.llm import anthropic_stream
 from term2.adapters.llm import anthropic_wire as aw
 from term2.adapters.llm.anthropic_native import AnthropicMessagesProvider, messages_url
 from term2.adapters.llm.chat_shapes import ReasoningAssembler, message_to_openai, usage_from
@@ -316,7 +317,7 @@ def test_thinking_is_left_off_when_the_open_tool_loop_has_no_signed_block() -> N
 # --------------------------------------------------------------------------- Anthropic stream
 
 
-def _feed(stream: aw.AnthropicStream, events: list[dict[str, Any]]) -> list[LLMEvent]:
+def _feed(stream: anthropic_stream.AnthropicStream, events: list[dict[str, Any]]) -> list[LLMEvent]:
     out: list[LLMEvent] = []
     for payload in events:
         out += stream.feed(str(payload["type"]), payload)
@@ -324,7 +325,7 @@ def _feed(stream: aw.AnthropicStream, events: list[dict[str, Any]]) -> list[LLME
 
 
 def test_anthropic_stream_translation() -> None:
-    stream = aw.AnthropicStream("anthropic/claude", context_window=200_000)
+    stream = anthropic_stream.AnthropicStream("anthropic/claude", context_window=200_000)
     usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 1}
     events = _feed(
         stream,
@@ -374,13 +375,13 @@ def test_anthropic_stream_translation() -> None:
     ],
 )
 def test_anthropic_stop_reasons(stop: str, expected: FinishReason) -> None:
-    stream = aw.AnthropicStream("m")
+    stream = anthropic_stream.AnthropicStream("m")
     events = _feed(stream, [{"type": "message_delta", "delta": {"stop_reason": stop}}])
     assert events[-1] == Finished(expected)
 
 
 def test_anthropic_error_event() -> None:
-    stream = aw.AnthropicStream("anthropic/claude")
+    stream = anthropic_stream.AnthropicStream("anthropic/claude")
     with pytest.raises(LLMError) as caught:
         stream.feed("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     assert type(caught.value) is LLMError and caught.value.status == 529 and caught.value.transient

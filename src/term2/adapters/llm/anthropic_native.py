@@ -3,7 +3,8 @@
 Why: litellm costs about 4 s and 190 MB to import (ADR 0016); Anthropic's wire
 is small and stable. The port's rules hold as for litellm: no hidden retries,
 errors mapped at the boundary (`http_errors`), the stream closed in a
-`finally` (`native_http`). The translations live in `anthropic_wire`.
+`finally` (`native_http`). The translations live in `anthropic_wire` (the
+request) and `anthropic_stream` (its events).
 
 The endpoint is ``{api_base}/v1/messages`` (default base
 ``https://api.anthropic.com``); a base that already ends in ``/v1`` gets
@@ -18,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from term2.adapters.llm.anthropic_wire import AnthropicStream, messages_body
+from term2.adapters.llm.anthropic_stream import AnthropicStream
+from term2.adapters.llm.anthropic_wire import messages_body
 from term2.adapters.llm.native_http import SSEClient, stream_events, wire_model
 from term2.ports.llm import CompletionRequest, LLMEvent, ProviderSettings
 
