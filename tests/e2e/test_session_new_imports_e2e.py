@@ -59,8 +59,9 @@ from term2.__main__ import main  # noqa: E402
 main(["acp"])
 """
 
-# What a turn needs and opening a session does not: the LLM and tool ports, the turn's updates, the history's
-# types and schema (pydantic itself; its core validates parameters), the search, the HTTP client, the use case.
+# What a turn (or a list, a command, a log line) needs and opening a session does not: the LLM and tool ports,
+# the turn's updates, the history's types and schema (pydantic itself; its core validates parameters), the
+# search, the HTTP client, the use case.
 # (v1's command list is made once the reply is queued, while it is written: not checked here.)
 TURN_ONLY = (
     "pydantic",

@@ -105,7 +105,7 @@ def test_term2_logs_only_through_the_deferred_loggers() -> None:
 
 
 def test_the_file_is_opened_by_the_first_line_written_there(tmp_path: Path) -> None:
-    """Deferred, the file and its handler's module wait for the first line (ADR 0053); a library's warning
+    """Deferred, the file and its handler's module wait for the first line (ADR 0054); a library's warning
     before structlog loads is that line, and is written."""
     mode = (
         "unopened = 'logging.handlers' not in sys.modules and not log_file(env).exists()\n"
