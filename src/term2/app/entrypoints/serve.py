@@ -99,9 +99,7 @@ class _Startup:
     def _failed_with(self, exc: Exception) -> None:
         """Kept for every request that needs what failed (it is told why), and logged once."""
         self._error = exc
-        from term2.support.deferred_log import get_logger
-
-        get_logger("term2").exception("startup failed")
+        deferred_log.get_logger("term2").exception("startup failed")
 
     def _build_sessions(self) -> Application:
         _import_dependency_injector()
@@ -183,16 +181,12 @@ class _Startup:
     async def _warm_after_turn(self) -> None:
         from term2.adapters.store import codec
 
-        app = self._app
-        for warm in (codec.warm, app.warm_after_turn if app is not None else None):
-            if warm is None:
-                continue
+        warms = [codec.warm] if self._app is None else [codec.warm, self._app.warm_after_turn]
+        for warm in warms:
             try:
                 await anyio.to_thread.run_sync(warm, abandon_on_cancel=True)
             except Exception:  # what needs it makes it itself, and says why if it cannot
-                from term2.support.deferred_log import get_logger
-
-                get_logger("term2").warning("warm-up after the first turn failed", exc_info=True)
+                deferred_log.get_logger("term2").warning("warm-up after the first turn failed", exc_info=True)
 
     async def _after_session(self) -> None:
         """Runs until the kept connection's idle window ends; the next session starts it again."""
