@@ -139,11 +139,17 @@ def is_public_address(address: str) -> bool:
     Loopback, private, link-local (cloud metadata at 169.254.169.254 included), unique-local
     (fd00::/8 and the rest of fc00::/7), shared, multicast, reserved and unspecified addresses
     reach the user's own machine or network, never "a host on the internet"; IPv4 inside IPv6
-    (mapped, NAT64, 6to4) is judged by the IPv4 it carries.
+    (mapped, NAT64's 64:ff9b::/96) is judged by the IPv4 it carries. The stdlib's tables changed
+    in a security fix (CVE-2024-4032: Python 3.11.10, and distributions' backports), so the blocks
+    it added are named here, whatever interpreter runs this: 6to4 (2002::/16, deprecated, reached
+    through whichever relay answers), local-use NAT64 (64:ff9b:1::/48, a local translator) and
+    the IETF's 192.0.0.0/24 are never public.
     """
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
+        return False
+    if any(ip in block for block in _NEVER_PUBLIC):
         return False
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = _embedded_v4(ip)
@@ -153,6 +159,11 @@ def is_public_address(address: str) -> bool:
 
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NEVER_PUBLIC = (
+    ipaddress.IPv4Network("192.0.0.0/24"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("2002::/16"),
+)
 
 
 def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -160,8 +171,6 @@ def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
         return ip.ipv4_mapped
     if ip in _NAT64:
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip.sixtofour is not None:
-        return ip.sixtofour
     return None
 
 
