@@ -158,7 +158,8 @@ def main() -> int:
         relay.close()
     lines = [
         f"Rounds: {args.rounds} (+1 warm-up), medians / p90; load average before {load_before}, after {_load()}; "
-        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; term2 on Python "
+        f"{sys.version.split()[0]} ({os.path.realpath(sys.executable)}, the interpreter running this script)",
         "",
         "| | " + " | ".join(names) + (" | ratio |" if len(names) == 2 else " |"),
         "|---|" + "---|" * (len(names) + (1 if len(names) == 2 else 0)),
