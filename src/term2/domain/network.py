@@ -143,7 +143,7 @@ def is_public_address(address: str) -> bool:
     in a security fix (CVE-2024-4032: Python 3.11.10, and distributions' backports), so the blocks
     it added are named here, whatever interpreter runs this: 6to4 (2002::/16, deprecated, reached
     through whichever relay answers), local-use NAT64 (64:ff9b:1::/48, a local translator) and
-    the IETF's 192.0.0.0/24 are never public.
+    the IETF's special-purpose blocks (192.0.0.0/24, 2001::/23) are never public.
     """
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
@@ -162,6 +162,7 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NEVER_PUBLIC = (
     ipaddress.IPv4Network("192.0.0.0/24"),
     ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("2001::/23"),  # the new tables except a few anycast and ORCHID blocks: refuse all
     ipaddress.IPv6Network("2002::/16"),
 )
 
